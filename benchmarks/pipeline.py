@@ -1,0 +1,389 @@
+"""End-to-end benchmark: HTTP ingest -> source -> Spark evaluator -> Redis -> websocket clients.
+
+For each offered rate (ops/s) it loads the E-commerce demo (schema, the three
+demo queries) on a fresh stream, starts the real evaluator process
+(``python -m streaming.spark``) next to one ``daphne`` serving the project,
+opens one websocket per query (``/ws/queries/<id>/?token=...``), and posts the
+demo workload (``python -m streaming workload ecommerce``) to
+``/ingest/<stream>/`` in requests paced every 100 ms. It records:
+
+* sustained ops/s: ops sent / (first send -> last op applied by the evaluator);
+* op latency: request sent -> the evaluator's applied seq covers the request;
+* websocket latency: request sent -> a change with that seq reaches the client;
+* nothing lost: applied seq reaches the last ingested seq, and every change in
+  each query's Redis change stream since the client connected reached it.
+
+Everything runs in a scratch directory with its own SQLite database and Redis
+database number, so ``make run`` is not disturbed::
+
+    .venv/bin/python benchmarks/pipeline.py --rates 1000 5000 20000 --seconds 60
+
+writes ``<workdir>/pipeline.json`` and ``<workdir>/pipeline.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _configure(workdir: Path, redis_db: int) -> str:
+    """Point Django (this process and the children) at the scratch directory and Redis db."""
+    redis_url = f"redis://127.0.0.1:6379/{redis_db}"
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="kwmonitor.settings",
+        DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}",
+        REDIS_URL=redis_url,
+        LANDING_DIR=str(workdir / "landing"),
+        CHECKPOINT_DIR=str(workdir / "checkpoints"),
+        SECRET_KEY="pipeline-benchmark-not-secret",
+        DEBUG="0",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+    )
+    return redis_url
+
+
+@dataclass
+class Request:
+    sent: float
+    first_seq: int
+    last_seq: int
+
+
+@dataclass
+class RateRun:
+    rate: int
+    seconds: float
+    requests: list[Request] = field(default_factory=list)
+    applied: list[tuple[float, int]] = field(default_factory=list)
+    received: dict[int, list[tuple[float, int, str]]] = field(default_factory=dict)
+    snapshot_ids: dict[int, str] = field(default_factory=dict)
+    rejected_at_ingest: int = 0
+    failed_requests: int = 0
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _feed(run: RateRun, lines: list[str], port: int, stream_id: int, token: str, stop_at: float) -> None:
+    """Post ``lines`` in requests every 100 ms (rate / 10 ops each), catching up when behind."""
+    per_request = max(1, run.rate // 10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
+    start = time.monotonic()
+    for i, offset in enumerate(range(0, len(lines), per_request)):
+        due = start + i * 0.1
+        now = time.monotonic()
+        if now < due:
+            time.sleep(due - now)
+        if time.monotonic() > stop_at:
+            break
+        body = ("\n".join(lines[offset:offset + per_request]) + "\n").encode()
+        sent = time.time()
+        conn.request("POST", f"/ingest/{stream_id}/", body=body, headers=headers)
+        response = conn.getresponse()
+        data = json.loads(response.read() or b"{}")
+        if response.status != 200 or data.get("first_seq") is None:
+            run.failed_requests += 1
+            continue
+        run.rejected_at_ingest += data["rejected"]
+        run.requests.append(Request(sent, data["first_seq"], data["last_seq"]))
+    conn.close()
+
+
+def _poll_applied(run: RateRun, client, evaluator_id: int, done: threading.Event) -> None:
+    from streaming.bus import Keys
+
+    key = Keys.evaluator_state(evaluator_id)
+    last = -2
+    while not done.is_set():
+        seq = int(client.hget(key, "seq") or -1)
+        if seq != last:
+            run.applied.append((time.time(), seq))
+            last = seq
+        time.sleep(0.02)
+
+
+async def _listen(run: RateRun, port: int, query_ids: list[int], token: str, done: threading.Event,
+                  connected: threading.Event) -> None:
+    import websockets
+
+    async def one(query_id: int, ready: asyncio.Event) -> None:
+        got = run.received.setdefault(query_id, [])
+        url = f"ws://127.0.0.1:{port}/ws/queries/{query_id}/?token={token}"
+        async with websockets.connect(url, max_size=None, open_timeout=30, origin=f"http://127.0.0.1:{port}") as ws:
+            while not done.is_set():
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    continue
+                message = json.loads(raw)
+                if message.get("type") == "snapshot":
+                    run.snapshot_ids[query_id] = message["last_id"]
+                    ready.set()
+                elif message.get("type") in ("result.add", "result.remove"):
+                    got.append((time.time(), message["seq"], message["id"]))
+
+    readies = [asyncio.Event() for _ in query_ids]
+    tasks = [asyncio.create_task(one(q, r)) for q, r in zip(query_ids, readies)]
+    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=60)
+    connected.set()
+    await asyncio.gather(*tasks)
+
+
+def _summarise(run: RateRun, client, stream_id: int, query_ids: list[int], drained: bool) -> dict[str, Any]:
+    from streaming import bus
+    from streaming.events import BatchMetrics, DeadLetter
+
+    requests = run.requests
+    ops = sum(r.last_seq - r.first_seq + 1 for r in requests)
+    first_sent = requests[0].sent if requests else 0.0
+    last_seq = requests[-1].last_seq if requests else -1
+    applied_times = [t for t, seq in run.applied]
+    applied_seqs = [seq for _, seq in run.applied]
+    # ingest -> applied, per request (weighted by its ops)
+    op_latency: list[float] = []
+    for r in requests:
+        i = bisect.bisect_left(applied_seqs, r.last_seq)
+        if i < len(applied_seqs):
+            op_latency += [applied_times[i] - r.sent] * (r.last_seq - r.first_seq + 1)
+    last_applied_at = applied_times[bisect.bisect_left(applied_seqs, last_seq)] if applied_seqs and applied_seqs[-1] >= last_seq else None
+    firsts = [r.first_seq for r in requests]
+    ws_latency: list[float] = []
+    lost = {}
+    for qid in query_ids:
+        got = run.received.get(qid, [])
+        for t, seq, _ in got:
+            i = bisect.bisect_right(firsts, seq) - 1
+            if i >= 0 and seq <= requests[i].last_seq:
+                ws_latency.append(t - requests[i].sent)
+        ids = {entry_id for _, _, entry_id in got}
+        in_redis = {entry_id for entry_id, _ in bus.read_changes(client, qid, run.snapshot_ids[qid], count=10_000_000)}
+        lost[str(qid)] = len(in_redis - ids)
+    events = [e for _, e in bus.read_stream_events(client, stream_id, count=1_000_000)]
+    batches = [e for e in events if isinstance(e, BatchMetrics)]
+    return {
+        "rate_offered": run.rate,
+        "load_average_1_5_15": list(os.getloadavg()),
+        "seconds": run.seconds,
+        "ops_sent": ops,
+        "requests": len(requests),
+        "failed_requests": run.failed_requests,
+        "rejected_at_ingest": run.rejected_at_ingest,
+        "send_rate_achieved": ops / (requests[-1].sent - first_sent) if len(requests) > 1 else None,
+        "drained": drained,
+        "sustained_ops_per_s": ops / (last_applied_at - first_sent) if last_applied_at else None,
+        "op_latency_s": {"p50": _percentile(op_latency, 0.5), "p99": _percentile(op_latency, 0.99),
+                         "max": max(op_latency) if op_latency else None},
+        "ws_changes": len(ws_latency),
+        "ws_latency_s": {"p50": _percentile(ws_latency, 0.5), "p99": _percentile(ws_latency, 0.99),
+                         "max": max(ws_latency) if ws_latency else None},
+        "ws_changes_missing": lost,
+        "dead_letters": sum(1 for e in events if isinstance(e, DeadLetter)),
+        "batches": len(batches),
+        "mean_batch_rows": statistics.fmean(b.input_rows for b in batches) if batches else None,
+        "mean_batch_ms": statistics.fmean(b.duration_ms for b in batches) if batches else None,
+        "mean_breakdown_ms": {k: statistics.fmean(b.breakdown_ms.get(k, 0.0) for b in batches)
+                              for k in (batches[0].breakdown_ms if batches else {})},
+    }
+
+
+def run_rate(rate: int, seconds: float, lines: list[str], port: int, redis_url: str, workdir: Path,
+             source: str, trigger: float, drain_timeout: float) -> dict[str, Any]:
+    from kwmonitor.accounts.models import ApiToken
+    from kwmonitor.streams.demo import load_demo
+    from kwmonitor.streams.plans import publish_plan
+    from streaming import bus
+
+    client = bus.connect(redis_url)
+    demo = load_demo("bench", "bench-password", f"bench-{rate}", source)
+    stream, query_ids = demo.stream, [q.pk for q in demo.queries]
+    _, token = ApiToken.issue(get_user("bench"), f"bench {rate}")
+    publish_plan(stream.pk)
+    evaluator_id = stream.evaluator.pk
+    log = open(workdir / f"evaluator-{rate}.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streaming.spark", "--evaluator", str(evaluator_id), "--redis-url", redis_url,
+         "--checkpoint-dir", str(workdir / "checkpoints" / str(evaluator_id)), "--trigger-seconds", str(trigger)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            beat = bus.read_heartbeat(client, evaluator_id)
+            if beat is not None and beat.status == "running":
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"evaluator did not start; see {log.name}")
+            time.sleep(0.5)
+        run = RateRun(rate, seconds)
+        done = threading.Event()
+        connected = threading.Event()
+        listener = threading.Thread(target=lambda: asyncio.run(_listen(run, port, query_ids, token, done, connected)))
+        listener.start()
+        if not connected.wait(60):
+            raise RuntimeError("websocket clients did not get their snapshots")
+        poller = threading.Thread(target=_poll_applied, args=(run, bus.connect(redis_url), evaluator_id, done))
+        poller.start()
+        count = int(rate * seconds)
+        _feed(run, lines[:count], port, stream.pk, stream.ingest_token, stop_at=time.monotonic() + seconds * 3)
+        last_seq = run.requests[-1].last_seq if run.requests else -1
+        drain_deadline = time.monotonic() + drain_timeout
+        drained = False
+        while time.monotonic() < drain_deadline:
+            if run.applied and run.applied[-1][1] >= last_seq:
+                drained = True
+                break
+            time.sleep(0.1)
+        # let the last changes reach the sockets (a slow websocket consumer shows up as latency, not loss)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+            (last := client.xrevrange(bus.Keys.changes(q), count=1)) == [] or
+            any(entry_id == last[0][0] for _, _, entry_id in run.received.get(q, [])[-50:])
+            for q in query_ids
+        ):
+            time.sleep(0.2)
+        done.set()
+        poller.join()
+        listener.join()
+        return _summarise(run, client, stream.pk, query_ids, drained)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def get_user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username)
+
+
+def _plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = sorted(results, key=lambda r: r["rate_offered"])
+    rates = [r["rate_offered"] for r in results]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(rates, [r["sustained_ops_per_s"] or 0 for r in results], "o-", label="sustained")
+    left.plot(rates, rates, "k--", label="offered")
+    left.set_xlabel("offered ops/s")
+    left.set_ylabel("ops/s")
+    left.legend()
+    for name, style in (("p50", "o-"), ("p99", "s-")):
+        right.plot(rates, [r["ws_latency_s"][name] or 0 for r in results], style, label=f"websocket {name}")
+        right.plot(rates, [r["op_latency_s"][name] or 0 for r in results], style + "-", alpha=0.5, label=f"applied {name}")
+    right.set_xlabel("offered ops/s")
+    right.set_ylabel("latency from ingest (s)")
+    right.set_yscale("log")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", type=int, nargs="+", default=[1000, 5000, 20000])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--source", choices=("landing", "redis"), default="landing")
+    parser.add_argument("--trigger-seconds", type=float, default=0.25)
+    parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "pipeline")
+    parser.add_argument("--redis-db", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    args.workdir.mkdir(parents=True)
+    redis_url = _configure(args.workdir, args.redis_db)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from streaming import bus
+
+    bus.connect(redis_url).flushdb()
+    call_command("migrate", verbosity=0)
+    ops_needed = int(max(args.rates) * args.seconds) + 1
+    subprocess.run([sys.executable, "-m", "streaming", "workload", "ecommerce", "--out-dir", str(args.workdir / "workload"),
+                    "--ops", str(ops_needed), "--seed", "7"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    lines = (args.workdir / "workload" / "ops.ndjson").read_text().splitlines()
+
+    port = _free_port()
+    web_log = open(args.workdir / "web.log", "w")
+    web = subprocess.Popen([str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port),
+                            "kwmonitor.asgi:application"], cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+    results = []
+    try:
+        _wait_port(port, 60)
+        for rate in args.rates:
+            result = run_rate(rate, args.seconds, lines, port, redis_url, args.workdir, args.source,
+                              args.trigger_seconds, args.drain_timeout)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(30)
+        web_log.close()
+    report = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "source": args.source,
+        "trigger_seconds": args.trigger_seconds,
+        "queries": "the three demo queries (kwmonitor.streams.demo.DEMO_QUERIES)",
+        "results": results,
+    }
+    (args.workdir / "pipeline.json").write_text(json.dumps(report, indent=2))
+    _plot(results, args.workdir / "pipeline.png")
+    print(f"wrote {args.workdir / 'pipeline.json'} and pipeline.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CatalogConfig(AppConfig):
+    name = "kwmonitor.catalog"
+    verbose_name = "Schemas"

@@ -1,0 +1,36 @@
+"""Who may see what: a query is visible to its owner and to staff; a stream to
+staff and to the owners of queries on it. Used by pages and websockets alike."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.models import Stream
+
+__all__ = ["visible_queries", "visible_streams", "may_view_query", "may_view_stream"]
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def visible_queries(user: User) -> QuerySet[KeywordQuery]:
+    if not user.is_authenticated or not user.is_active:
+        return KeywordQuery.objects.none()
+    queries = KeywordQuery.objects.select_related("owner", "schema", "stream")
+    return queries if user.is_staff else queries.filter(owner=user)
+
+
+def visible_streams(user: User) -> QuerySet[Stream]:
+    if not user.is_authenticated or not user.is_active:
+        return Stream.objects.none()
+    streams = Stream.objects.select_related("schema")
+    return streams if user.is_staff else streams.filter(queries__owner=user).distinct()
+
+
+def may_view_query(user: User, query_id: int) -> bool:
+    return visible_queries(user).filter(pk=query_id).exists()
+
+
+def may_view_stream(user: User, stream_id: int) -> bool:
+    return visible_streams(user).filter(pk=stream_id).exists()

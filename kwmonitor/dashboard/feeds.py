@@ -1,0 +1,186 @@
+"""The live feeds: the messages a websocket sends for one query or one stream.
+
+Query feed (the snapshot-then-changes protocol of DESIGN.md): a ``snapshot``
+payload (the live set and the change-stream id it includes), then every change
+after that id, each change being its typed payload plus ``"id"``: its entry id.
+A reader that already holds the set up to some id passes it as ``after`` and
+gets only the changes after it, unless changes after that id may have been
+trimmed from the Redis stream (or the id is unknown to it): then it gets a new
+snapshot, which replaces whatever it held. Each batch of changes is read in one
+MULTI/EXEC with the stream's trimming horizon, so a reader that fell behind the
+trimming is resynchronised by a snapshot instead of silently missing changes.
+
+Stream feed: stream-level payloads (evaluator status, batch metrics, dead
+letters, dropping ratios, rearrangements), each plus ``"id"``; without
+``after`` it starts with the last ``replay`` of them. It is a log, not a set:
+an ``after`` older than what Redis still keeps resumes from the oldest kept.
+
+Both are async generators over ``redis.asyncio`` that run until cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from streaming.bus import Keys, newest_first
+from streaming.events import Snapshot, parse_event
+
+__all__ = [
+    "BATCH",
+    "BLOCK_MS",
+    "STREAM_REPLAY",
+    "STREAM_REPLAY_MAX",
+    "StreamInfo",
+    "entry_id_order",
+    "is_entry_id",
+    "query_messages",
+    "read_snapshot",
+    "stream_messages",
+]
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500
+BLOCK_MS = 5_000
+STREAM_REPLAY = 500
+STREAM_REPLAY_MAX = 5_000
+_ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
+
+
+def is_entry_id(text: str) -> bool:
+    """Whether ``text`` is a full Redis stream entry id (``<ms>-<n>``)."""
+    return _ENTRY_ID.fullmatch(text) is not None
+
+
+def entry_id_order(entry_id: str) -> tuple[int, int]:
+    """Sort key of an entry id (ids compare as pairs of integers, not as text)."""
+    ms, _, n = entry_id.partition("-")
+    return int(ms), int(n or 0)
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """Which entries of a Redis stream are still there.
+
+    ``last_id`` is the last id ever added; ``first_kept`` the oldest id still
+    kept; ``complete`` says no entry was ever trimmed; ``max_deleted`` is the
+    largest id removed by XDEL ("0-0" if none).
+    """
+
+    last_id: str
+    first_kept: str
+    complete: bool
+    max_deleted: str = "0-0"
+
+    def can_resume_from(self, entry_id: str) -> bool:
+        """True when every entry ever added after ``entry_id`` is still in the stream."""
+        at = entry_id_order(entry_id)
+        if at > entry_id_order(self.last_id) or entry_id_order(self.max_deleted) > at:
+            return False
+        return self.complete or entry_id_order(self.first_kept) <= at
+
+
+def _info(reply: Any) -> StreamInfo | None:
+    if isinstance(reply, ResponseError):  # no such key: no change was ever published
+        return None
+    if isinstance(reply, Exception):
+        raise reply
+    length = reply["length"]
+    first = reply.get("first-entry")
+    return StreamInfo(
+        last_id=reply["last-generated-id"],
+        first_kept=first[0] if length and first else reply["last-generated-id"],
+        complete=reply.get("entries-added", -1) == length,
+        max_deleted=reply.get("max-deleted-entry-id", "0-0"),
+    )
+
+
+def _resumable(info: StreamInfo | None, cursor: str) -> bool:
+    return cursor == "0-0" if info is None else info.can_resume_from(cursor)
+
+
+async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
+    """The live set and the id of the last change it includes, in one MULTI/EXEC."""
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.hvals(Keys.live(query_id))
+        pipe.xrevrange(Keys.changes(query_id), count=1)
+        values, last = await pipe.execute()
+    return Snapshot(query=query_id, last_id=last[0][0] if last else "0-0", results=newest_first(values))
+
+
+async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None]:
+    """Up to BATCH changes after ``cursor`` together with the horizon they were read at."""
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.xrange(Keys.changes(query_id), min=f"({cursor}", count=BATCH)
+        pipe.xinfo_stream(Keys.changes(query_id))
+        entries, info = await pipe.execute(raise_on_error=False)
+    if isinstance(entries, Exception):
+        raise entries
+    return entries, _info(info)
+
+
+def _with_id(payload: Any, entry_id: str) -> dict[str, Any]:
+    message = payload.model_dump(mode="json")
+    message["id"] = entry_id
+    return message
+
+
+async def query_messages(
+    client: Redis, query_id: int, after: str | None = None, block_ms: int = BLOCK_MS
+) -> AsyncIterator[dict[str, Any]]:
+    """A query's feed: snapshot (unless resuming from ``after``), then its changes, forever."""
+    cursor = after
+    while True:
+        if cursor is None:
+            snapshot = await read_snapshot(client, query_id)
+            yield snapshot.model_dump(mode="json")
+            cursor = snapshot.last_id
+        entries, info = await _changes_after(client, query_id, cursor)
+        if not _resumable(info, cursor):
+            if cursor != after:
+                logger.warning("query %s: reader at %s fell behind the change stream; resending a snapshot", query_id, cursor)
+            cursor = None
+            continue
+        for entry_id, fields in entries:
+            yield _with_id(parse_event(fields["data"]), entry_id)
+        if entries:
+            cursor = entries[-1][0]
+        else:  # wait for the next change, then read it (with its horizon) at the top of the loop
+            await client.xread({Keys.changes(query_id): cursor}, count=1, block=block_ms)
+
+
+def _stream_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        return _with_id(parse_event(fields["data"]), entry_id)
+    except (KeyError, ValidationError):
+        logger.warning("stream event %s is not a known payload; skipped", entry_id)
+        return None
+
+
+async def stream_messages(
+    client: Redis, stream_id: int, after: str | None = None, replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS
+) -> AsyncIterator[dict[str, Any]]:
+    """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever."""
+    key = Keys.stream_events(stream_id)
+    cursor = after
+    if cursor is None:
+        tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
+        cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
+        for entry_id, fields in tail[-replay:] if replay > 0 else []:
+            message = _stream_message(entry_id, fields)
+            if message is not None:
+                yield message
+    while True:
+        reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
+        for entry_id, fields in reply[0][1] if reply else []:
+            cursor = entry_id
+            message = _stream_message(entry_id, fields)
+            if message is not None:
+                yield message

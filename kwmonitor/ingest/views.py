@@ -1,0 +1,58 @@
+"""``POST /ingest/<stream_id>/``: NDJSON ops into a stream, authenticated by its ingest token.
+
+The body is read up to ``settings.INGEST_MAX_BYTES`` (413 beyond); every line
+is validated on its own, good lines are stored with their seq, bad ones are
+reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
+was accepted or the body holds no line, 400 when every line was rejected.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from kwmonitor.streams.models import Stream
+
+from .service import Ingestor
+
+__all__ = ["ingest"]
+
+
+def _error(status: int, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+@csrf_exempt
+@require_POST
+def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
+    stream = Stream.objects.select_related("schema").filter(pk=stream_id).first()
+    token = _bearer(request)
+    # Same answer for an unknown stream and a wrong token: stream ids are not secrets, but
+    # this endpoint should not confirm which ones exist to an unauthenticated caller.
+    if stream is None or token is None or not secrets.compare_digest(token, stream.ingest_token):
+        return _error(401, "missing or invalid ingest token", **{"WWW-Authenticate": 'Bearer realm="ingest"'})
+    limit = settings.INGEST_MAX_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        return _error(400, "invalid Content-Length")
+    if declared > limit:
+        return _error(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        return _error(413, f"body is larger than the limit of {limit} bytes")
+    result = Ingestor(stream).ingest(body.split(b"\n"))
+    status = 400 if result.errors and not result.accepted else 200
+    return JsonResponse(result.to_json(), status=status)

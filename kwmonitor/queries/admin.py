@@ -1,0 +1,90 @@
+"""Admin for saved keyword queries: validation, predicates inline, NT/CN preview."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html
+
+from streaming.schema import SchemaError
+
+from .models import KeywordQuery, Predicate
+from .preview import preview_counts
+
+
+class PredicateFormSet(BaseInlineFormSet):
+    """The query's predicates; a query without keywords (a filter subscription) needs one at least."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors):
+            return
+        kept = sum(1 for form in self.forms if form.cleaned_data and not form.cleaned_data.get("DELETE"))
+        try:
+            self.instance.check_content(kept)
+        except ValidationError as exc:
+            raise ValidationError(exc.messages) from None
+
+
+class PredicateInline(admin.TabularInline):
+    model = Predicate
+    formset = PredicateFormSet
+    fields = ("relation", "attribute", "op", "value")
+    extra = 0
+
+
+@admin.register(KeywordQuery)
+class KeywordQueryAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "schema", "stream", "keywords", "tmax", "window_seconds", "enabled", "updated")
+    list_filter = ("enabled", "schema", "stream")
+    search_fields = ("name", "keywords")
+    list_select_related = ("owner", "schema", "stream")
+    readonly_fields = ("preview", "created", "updated")
+    fields = ("name", "owner", "schema", "stream", "keywords", "tmax", "window_seconds", "enabled", "preview", "created", "updated")
+    inlines = [PredicateInline]
+
+    def get_changeform_initial_data(self, request):
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    @admin.display(description="NTs and CNs")
+    def preview(self, obj: KeywordQuery) -> str:
+        if obj.pk is None:
+            return "shown once saved"
+        if obj.is_filter:
+            return ("filter subscription: no network templates or candidate networks, "
+                    "its results are the tuples that satisfy its predicates")
+        keywords = obj.keyword_list()
+        try:
+            doc = obj.schema.graph().to_dict()
+        except SchemaError as exc:
+            return f"no preview: {exc}"
+        result = preview_counts(doc, keywords, obj.tmax)
+        if result.error:
+            return f"no preview: {result.error}"
+        text = f"{result.nts} network templates, {result.cns} candidate networks ({result.seconds:.2f} s)"
+        if result.too_many:
+            return format_html(
+                '<strong class="errornote">{} — above the limit of {}: evaluation will be slow; lower Tmax or the keywords.</strong>',
+                text, settings.QUERY_CN_WARNING,
+            )
+        return text
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        query = form.instance
+        if query.is_filter:
+            return
+        try:
+            doc = query.schema.graph().to_dict()
+        except SchemaError:
+            return
+        result = preview_counts(doc, query.keyword_list(), query.tmax)
+        if result.too_many:
+            self.message_user(
+                request,
+                f"{query.name!r} has {result.cns} candidate networks (limit {settings.QUERY_CN_WARNING}): "
+                "its evaluation will be slow.",
+                messages.WARNING,
+            )

@@ -1,0 +1,196 @@
+"""Django settings, read from the environment (django-environ).
+
+Every setting read from the environment is listed, with its default, in
+``docker/.env.example`` (a test keeps the two in step). The defaults work on
+a fresh machine: a SQLite file under ``var/``, Redis on localhost, Spark
+``local[2]``. Production behaviour is the default: ``DEBUG`` is off, a
+``SECRET_KEY`` is then required, and HTTPS hardening is on unless ``HTTPS`` is
+turned off (``make run`` does so in ``var/.env`` for the local demo on http).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A local env file (written by `make run` / `make test`); real environment variables win.
+ENV_FILE = Path(env.str("ENV_FILE", default=str(BASE_DIR / "var" / ".env")))
+if ENV_FILE.is_file():
+    environ.Env.read_env(ENV_FILE, overwrite=False)
+
+
+def _path(name: str, default: str) -> Path:
+    """A directory setting; relative paths are taken from the project root."""
+    value = Path(env.str(name, default=default))
+    return value if value.is_absolute() else BASE_DIR / value
+
+
+DEBUG = env.bool("DEBUG", default=False)
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off: set it in the environment or in var/.env "
+            "(`make run` writes one)."
+        )
+    SECRET_KEY = "django-insecure-development-only-key-never-used-with-debug-off"
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# HTTPS hardening (on by default; `make run` serves plain http on localhost and turns it off).
+HTTPS = env.bool("HTTPS", default=True)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+# Deployments put daphne behind a TLS-terminating proxy that sets this header (never expose daphne directly).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "kwmonitor.catalog",
+    "kwmonitor.queries",
+    "kwmonitor.streams",
+    "kwmonitor.accounts",
+    "kwmonitor.dashboard",
+    "kwmonitor.ingest",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "kwmonitor.urls"
+WSGI_APPLICATION = "kwmonitor.wsgi.application"
+ASGI_APPLICATION = "kwmonitor.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+VAR_DIR = BASE_DIR / "var"
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# Served by WhiteNoise from the finders, so no collectstatic step is needed to run.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Redis: the bus between evaluators and the web tier, the channel layer and the Celery broker.
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "supervise-evaluators": {"task": "kwmonitor.streams.tasks.supervise", "schedule": 3.0},
+    "persist-history": {"task": "kwmonitor.streams.tasks.persist_history", "schedule": 5.0},
+}
+
+# Evaluators.
+SPARK_MASTER = env.str("SPARK_MASTER", default="local[2]")
+LANDING_DIR = _path("LANDING_DIR", "var/landing")
+CHECKPOINT_DIR = _path("CHECKPOINT_DIR", "var/checkpoints")
+# Largest body the ingest endpoint accepts (bytes of NDJSON per request).
+INGEST_MAX_BYTES = env.int("INGEST_MAX_BYTES", default=8 * 1024 * 1024)
+# Command line of one evaluator process; placeholders {python} (this interpreter) {evaluator} {stream}
+# {redis_url} {checkpoint_dir} (this evaluator's) {master}.
+EVALUATOR_COMMAND = shlex.split(
+    env.str(
+        "EVALUATOR_COMMAND",
+        default="{python} -m streaming.spark --evaluator {evaluator} --redis-url {redis_url} "
+        "--checkpoint-dir {checkpoint_dir} --master {master}",
+    )
+)
+# Seconds without a heartbeat after which a running evaluator is taken as dead.
+EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
+# Seconds a new process has to write its first heartbeat (a Spark driver starts slowly).
+EVALUATOR_START_GRACE_SECONDS = 120.0
+# Seconds of healthy running after which earlier failures no longer lengthen the backoff.
+EVALUATOR_STABLE_SECONDS = 60.0
+# Seconds between SIGTERM and SIGKILL when stopping.
+EVALUATOR_STOP_TIMEOUT_SECONDS = 20.0
+# Restart backoff: first delay, doubled each consecutive failure, capped.
+EVALUATOR_BACKOFF_SECONDS = 2.0
+EVALUATOR_BACKOFF_MAX_SECONDS = 120.0
+EVALUATOR_LOG_DIR = VAR_DIR / "log"
+
+# Admin preview of a query's CN count: above this many CNs the admin warns.
+QUERY_CN_WARNING = 2000
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
+}

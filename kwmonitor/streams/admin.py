@@ -1,0 +1,129 @@
+"""Admin for streams, evaluators (start/stop through Celery) and the read-only history."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.urls import reverse
+from kombu.exceptions import OperationalError
+
+from .models import (
+    DeadLetterRecord,
+    DroppingSample,
+    Evaluator,
+    MetricSample,
+    RearrangementRecord,
+    ResultEvent,
+    Stream,
+)
+from .tasks import start_evaluator, stop_evaluator
+
+
+@admin.register(Stream)
+class StreamAdmin(admin.ModelAdmin):
+    list_display = ("name", "schema", "source_kind", "evaluator_status", "created")
+    list_filter = ("source_kind", "schema")
+    search_fields = ("name",)
+    readonly_fields = ("ingest_token", "ingest_url", "source", "created")
+    fields = ("name", "schema", "source_kind", "ingest_token", "ingest_url", "source", "created")
+    actions = ["regenerate_token"]
+
+    @admin.display(description="evaluator")
+    def evaluator_status(self, obj: Stream) -> str:
+        evaluator = Evaluator.objects.filter(stream=obj).first()
+        return f"{evaluator.status} (wants {evaluator.desired})" if evaluator else "-"
+
+    @admin.display(description="ingest endpoint")
+    def ingest_url(self, obj: Stream) -> str:
+        return f"POST {reverse('ingest:ingest', args=[obj.pk])} with Authorization: Bearer <ingest token>" if obj.pk else "-"
+
+    @admin.display(description="source")
+    def source(self, obj: Stream) -> str:
+        return str(obj.source_spec()) if obj.pk else "-"
+
+    @admin.action(description="Regenerate the ingest token")
+    def regenerate_token(self, request, queryset):
+        for stream in queryset:
+            stream.regenerate_token()
+        self.message_user(request, f"New ingest token for {queryset.count()} stream(s).", messages.SUCCESS)
+
+
+def _enqueue(modeladmin, request, queryset, task, verb: str) -> None:
+    ids = list(queryset.values_list("pk", flat=True))
+    try:
+        for evaluator_id in ids:
+            task.delay(evaluator_id)
+    except OperationalError as exc:  # the broker does not answer
+        modeladmin.message_user(request, f"Could not reach the task queue: {exc}", messages.ERROR)
+        return
+    modeladmin.message_user(request, f"Asked the workers to {verb} {len(ids)} evaluator(s).", messages.SUCCESS)
+
+
+@admin.register(Evaluator)
+class EvaluatorAdmin(admin.ModelAdmin):
+    list_display = (
+        "stream", "desired", "status", "pid", "host", "heartbeat_at", "plan_version", "running_plan_version",
+        "restarts", "last_error",
+    )
+    list_filter = ("status", "desired")
+    readonly_fields = [f.name for f in Evaluator._meta.fields]
+    actions = ["start", "stop"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # one per stream, created with it
+
+    @admin.action(description="Start the selected evaluators")
+    def start(self, request, queryset):
+        _enqueue(self, request, queryset, start_evaluator, "start")
+
+    @admin.action(description="Stop the selected evaluators")
+    def stop(self, request, queryset):
+        _enqueue(self, request, queryset, stop_evaluator, "stop")
+
+
+class HistoryAdmin(admin.ModelAdmin):
+    """Read-only: history is written by the persister only."""
+
+    list_per_page = 50
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ResultEvent)
+class ResultEventAdmin(HistoryAdmin):
+    list_display = ("query", "type", "seq", "entry_id", "created")
+    list_filter = ("type", "query")
+
+
+@admin.register(MetricSample)
+class MetricSampleAdmin(HistoryAdmin):
+    list_display = ("stream", "batch_id", "input_rows", "rows_per_second", "duration_ms", "dead_letters", "ts")
+    list_filter = ("stream",)
+
+
+@admin.register(DeadLetterRecord)
+class DeadLetterRecordAdmin(HistoryAdmin):
+    list_display = ("stream", "seq", "reason", "ts")
+    list_filter = ("stream",)
+    search_fields = ("reason", "line")
+
+
+@admin.register(DroppingSample)
+class DroppingSampleAdmin(HistoryAdmin):
+    list_display = ("stream", "relation", "period", "tuples", "dropped", "ratio", "ts")
+    list_filter = ("stream", "relation")
+
+
+@admin.register(RearrangementRecord)
+class RearrangementRecordAdmin(HistoryAdmin):
+    list_display = ("stream", "relation", "old_sequence", "new_sequence", "d_init", "d_cur", "mu", "ts")
+    list_filter = ("stream", "relation")

@@ -1,0 +1,151 @@
+"""Copy the Redis event streams into the history tables.
+
+Evaluators never touch the database; they append to Redis streams. A Celery
+beat task runs :meth:`HistoryPersister.run`, which reads each query's change
+stream and each stream's event stream after the last id it persisted and
+bulk-inserts the rows together with the new cursor, in one transaction: a
+crash between the two never loses nor duplicates history (unique
+``entry_id`` per query or stream also makes a replay harmless).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Callable
+
+import redis
+from django.db import transaction
+from pydantic import ValidationError
+
+from kwmonitor.queries.models import KeywordQuery
+from streaming.bus import Keys
+from streaming.events import (
+    BatchMetrics,
+    DeadLetter,
+    DroppingRatio,
+    Rearrangement,
+    ResultAdded,
+    ResultRemoved,
+    parse_event,
+)
+
+from .models import (
+    DeadLetterRecord,
+    DroppingSample,
+    HistoryCursor,
+    MetricSample,
+    RearrangementRecord,
+    ResultEvent,
+    Stream,
+)
+
+__all__ = ["HistoryPersister", "entry_time"]
+
+log = logging.getLogger(__name__)
+
+
+def entry_time(entry_id: str) -> dt.datetime:
+    """The time a Redis stream entry was added (its id is ``<ms>-<n>``)."""
+    return dt.datetime.fromtimestamp(int(entry_id.split("-")[0]) / 1000, tz=dt.timezone.utc)
+
+
+def _ts(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
+
+
+class HistoryPersister:
+    """Moves new Redis stream entries into the history tables, ``batch`` entries at a time."""
+
+    def __init__(self, client: redis.Redis, batch: int = 1000, max_batches: int = 50):
+        self.client = client
+        self.batch = batch
+        self.max_batches = max_batches
+
+    def run(self) -> dict[str, int]:
+        """Persist what is new for every query and stream; returns rows written per kind."""
+        written = {"results": 0, "stream_events": 0}
+        for query_id in KeywordQuery.objects.order_by("pk").values_list("pk", flat=True):
+            written["results"] += self.persist_query(query_id)
+        for stream_id in Stream.objects.order_by("pk").values_list("pk", flat=True):
+            written["stream_events"] += self.persist_stream(stream_id)
+        return written
+
+    def persist_query(self, query_id: int) -> int:
+        """Copy a query's new adds and removes into :class:`ResultEvent` rows."""
+
+        def rows(entries: list[tuple[str, Any]]) -> list[ResultEvent]:
+            return [
+                ResultEvent(
+                    query_id=query_id,
+                    entry_id=entry_id,
+                    seq=event.seq,
+                    type=event.type,
+                    result=event.result.model_dump(mode="json"),
+                    created=entry_time(entry_id),
+                )
+                for entry_id, event in entries
+                if isinstance(event, (ResultAdded, ResultRemoved))
+            ]
+
+        return self._persist(Keys.changes(query_id), lambda entries: {ResultEvent: rows(entries)})
+
+    def persist_stream(self, stream_id: int) -> int:
+        """Copy a stream's metrics, dead letters, dropping ratios and rearrangements."""
+
+        def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
+            out: dict[type, list] = {MetricSample: [], DeadLetterRecord: [], DroppingSample: [], RearrangementRecord: []}
+            for entry_id, event in entries:
+                common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
+                if isinstance(event, BatchMetrics):
+                    out[MetricSample].append(MetricSample(
+                        **common, batch_id=event.batch_id, input_rows=event.input_rows,
+                        rows_per_second=event.rows_per_second, duration_ms=event.duration_ms,
+                        dead_letters=event.dead_letters, breakdown_ms=event.breakdown_ms, state=event.state,
+                    ))
+                elif isinstance(event, DeadLetter):
+                    out[DeadLetterRecord].append(DeadLetterRecord(**common, seq=event.seq, line=event.line, reason=event.reason))
+                elif isinstance(event, DroppingRatio):
+                    out[DroppingSample].append(DroppingSample(
+                        **common, relation=event.relation, period=event.period, tuples=event.tuples,
+                        dropped=event.dropped, ratio=event.ratio,
+                    ))
+                elif isinstance(event, Rearrangement):
+                    out[RearrangementRecord].append(RearrangementRecord(
+                        **common, relation=event.relation, old_sequence=event.old_sequence,
+                        new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
+                    ))
+                # Evaluator status is live-only: the Evaluator row holds the current one.
+            return out
+
+        return self._persist(Keys.stream_events(stream_id), rows)
+
+    def _read(self, key: str, after_id: str) -> list[tuple[str, Any]]:
+        entries = self.client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=self.batch)
+        parsed = []
+        for entry_id, fields in entries:
+            try:
+                parsed.append((entry_id, parse_event(fields.get("data", ""))))
+            except ValidationError as exc:
+                log.warning("%s %s: skipping a malformed payload: %s", key, entry_id, exc.errors()[0]["msg"])
+                parsed.append((entry_id, None))
+        return parsed
+
+    def _persist(self, key: str, to_rows: Callable[[list[tuple[str, Any]]], dict[type, list]]) -> int:
+        written = 0
+        for _ in range(self.max_batches):
+            with transaction.atomic():
+                # The locked cursor serialises concurrent runs on the same key.
+                cursor, _created = HistoryCursor.objects.select_for_update().get_or_create(key=key)
+                entries = self._read(key, cursor.last_id)
+                if not entries:
+                    break
+                for model, objs in to_rows([(i, e) for i, e in entries if e is not None]).items():
+                    if objs:
+                        model.objects.bulk_create(objs, ignore_conflicts=True)
+                        written += len(objs)
+                cursor.last_id = entries[-1][0]
+                cursor.save(update_fields=["last_id"])
+            if len(entries) < self.batch:
+                break
+        return written

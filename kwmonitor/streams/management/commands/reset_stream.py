@@ -1,0 +1,66 @@
+"""``manage.py reset_stream STREAM``: stop a stream's evaluator and erase the stream's data."""
+
+from __future__ import annotations
+
+import shutil
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.connection import redis_client
+from kwmonitor.streams.models import (
+    DeadLetterRecord,
+    DroppingSample,
+    Evaluator,
+    HistoryCursor,
+    MetricSample,
+    RearrangementRecord,
+    ResultEvent,
+)
+from kwmonitor.streams.supervisor import Supervisor
+from streaming.bus import Keys
+
+from ._evaluators import evaluator_of
+
+
+class Command(BaseCommand):
+    help = (
+        "Stop a stream's evaluator (name or id) and erase the stream's data: landing files, Spark checkpoint, "
+        "ops, seqs and evaluator state in Redis, its queries' live sets and change streams, and its history. "
+        "The configuration (schema, queries, ingest token) is kept; the next op ingested gets seq 0."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("stream", help="stream name or id")
+        parser.add_argument("--no-input", action="store_true", help="do not ask for confirmation")
+
+    def handle(self, *args, **options) -> None:
+        evaluator = evaluator_of(options["stream"])
+        if not options["no_input"]:
+            answer = input(f"Erase every op, result and history record of stream {evaluator.stream.name!r}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                raise CommandError("reset cancelled")
+        erased = self.reset(evaluator)
+        self.stdout.write(self.style.SUCCESS(f"stream {evaluator.stream.name!r} reset: {erased} Redis keys erased"))
+
+    def reset(self, evaluator: Evaluator) -> int:
+        """Erase the stream's data; returns how many Redis keys were deleted."""
+        evaluator = Supervisor().stop(evaluator.pk)
+        stream = evaluator.stream
+        query_ids = list(KeywordQuery.objects.filter(stream=stream).values_list("pk", flat=True))
+        keys = [
+            Keys.stream_ops(stream.pk), Keys.stream_seq(stream.pk), Keys.stream_lock(stream.pk),
+            Keys.stream_events(stream.pk), Keys.evaluator_tuples(evaluator.pk), Keys.evaluator_state(evaluator.pk),
+            Keys.heartbeat(evaluator.pk),
+        ]
+        keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
+        erased = int(redis_client().delete(*keys))
+        for path in (stream.landing_path(), evaluator.checkpoint_dir()):
+            shutil.rmtree(path, ignore_errors=True)
+        with transaction.atomic():
+            HistoryCursor.objects.filter(key__in=keys).delete()
+            ResultEvent.objects.filter(query_id__in=query_ids).delete()
+            for model in (MetricSample, DeadLetterRecord, DroppingSample, RearrangementRecord):
+                model.objects.filter(stream=stream).delete()
+        return erased

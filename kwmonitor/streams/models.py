@@ -1,0 +1,182 @@
+"""Streams, their evaluators, and the history persisted from the Redis bus.
+
+One evaluator per stream serves every enabled query of the stream. The
+evaluator never touches the database: the web tier writes its plan to Redis
+and a Celery beat task copies the event streams into the history tables.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from streaming.bus import Keys
+
+__all__ = [
+    "SOURCE_KINDS",
+    "new_ingest_token",
+    "Stream",
+    "Evaluator",
+    "ResultEvent",
+    "MetricSample",
+    "DeadLetterRecord",
+    "DroppingSample",
+    "RearrangementRecord",
+    "HistoryCursor",
+]
+
+SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"))
+
+
+def new_ingest_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class Stream(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    schema = models.ForeignKey("catalog.Schema", on_delete=models.PROTECT, related_name="streams")
+    source_kind = models.CharField(max_length=16, choices=SOURCE_KINDS, default="landing")
+    ingest_token = models.CharField(
+        max_length=64, unique=True, default=new_ingest_token,
+        help_text="Bearer token of the ingest endpoint (regenerate it from the list's actions).",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def landing_path(self) -> Path:
+        return Path(settings.LANDING_DIR) / str(self.pk)
+
+    def source_spec(self) -> dict[str, Any]:
+        """Where the evaluator reads the stream's ops (the plan's ``source``)."""
+        if self.source_kind == "redis":
+            return {"kind": "redis", "key": Keys.stream_ops(self.pk)}
+        return {"kind": "landing", "path": str(self.landing_path().resolve())}
+
+    def regenerate_token(self) -> str:
+        self.ingest_token = new_ingest_token()
+        self.save(update_fields=["ingest_token"])
+        return self.ingest_token
+
+
+class Evaluator(models.Model):
+    DESIRED = (("running", "running"), ("stopped", "stopped"))
+    STATUSES = tuple(
+        (s, s) for s in ("stopped", "starting", "running", "stopping", "failed", "restarting")
+    )
+
+    stream = models.OneToOneField(Stream, on_delete=models.CASCADE, related_name="evaluator")
+    desired = models.CharField(max_length=16, choices=DESIRED, default="stopped")
+    status = models.CharField(max_length=16, choices=STATUSES, default="stopped")
+    pid = models.IntegerField(null=True, blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    command = models.JSONField(default=list, blank=True, help_text="The command line the process was started with.")
+    process_start = models.BigIntegerField(
+        null=True, blank=True, help_text="Start time of the process (clock ticks since boot): tells a recycled pid apart."
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    plan_version = models.PositiveIntegerField(default=0, help_text="Version of the last plan written.")
+    running_plan_version = models.PositiveIntegerField(default=0, help_text="Plan version of the last heartbeat.")
+    restarts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures (sets the restart backoff).")
+    next_restart_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["stream__name"]
+
+    def __str__(self) -> str:
+        return f"evaluator of {self.stream.name}"
+
+    def checkpoint_dir(self) -> Path:
+        return Path(settings.CHECKPOINT_DIR) / str(self.pk)
+
+
+class ResultEvent(models.Model):
+    """One add or remove of a query's change stream."""
+
+    query = models.ForeignKey("queries.KeywordQuery", on_delete=models.CASCADE, related_name="result_events")
+    entry_id = models.CharField(max_length=32)
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=16)
+    result = models.JSONField()
+    created = models.DateTimeField(default=timezone.now, help_text="When the change was published (from its stream id).")
+
+    class Meta:
+        ordering = ["query", "id"]
+        constraints = [models.UniqueConstraint(fields=["query", "entry_id"], name="streams_resultevent_unique_entry")]
+
+
+class _StreamRecord(models.Model):
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="+")
+    entry_id = models.CharField(max_length=32)
+    ts = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+        ordering = ["stream", "id"]
+
+
+class MetricSample(_StreamRecord):
+    batch_id = models.BigIntegerField()
+    input_rows = models.BigIntegerField()
+    rows_per_second = models.FloatField()
+    duration_ms = models.FloatField()
+    dead_letters = models.IntegerField(default=0)
+    breakdown_ms = models.JSONField(default=dict)
+    state = models.JSONField(default=dict)
+
+    class Meta(_StreamRecord.Meta):
+        constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_metricsample_unique_entry")]
+
+
+class DeadLetterRecord(_StreamRecord):
+    seq = models.BigIntegerField(null=True, blank=True)
+    line = models.TextField()
+    reason = models.TextField()
+
+    class Meta(_StreamRecord.Meta):
+        constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_deadletter_unique_entry")]
+
+
+class DroppingSample(_StreamRecord):
+    relation = models.CharField(max_length=100)
+    period = models.BigIntegerField()
+    tuples = models.BigIntegerField()
+    dropped = models.BigIntegerField()
+    ratio = models.FloatField()
+
+    class Meta(_StreamRecord.Meta):
+        constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_dropping_unique_entry")]
+
+
+class RearrangementRecord(_StreamRecord):
+    relation = models.CharField(max_length=100)
+    old_sequence = models.JSONField()
+    new_sequence = models.JSONField()
+    d_init = models.FloatField()
+    d_cur = models.FloatField()
+    mu = models.FloatField()
+
+    class Meta(_StreamRecord.Meta):
+        constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_rearrangement_unique_entry")]
+
+
+class HistoryCursor(models.Model):
+    """The last Redis stream id copied into the history, per Redis key."""
+
+    key = models.CharField(max_length=200, unique=True)
+    last_id = models.CharField(max_length=32, default="0-0")
+
+    def __str__(self) -> str:
+        return f"{self.key} @ {self.last_id}"

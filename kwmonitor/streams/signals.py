@@ -1,0 +1,79 @@
+"""Signal handlers: a new stream gets its evaluator row; any change to what a
+stream's evaluator must compute publishes a new plan after commit."""
+
+from __future__ import annotations
+
+from django.db.models.signals import post_delete, post_save, pre_save
+from django.dispatch import receiver
+
+from kwmonitor.catalog.models import Attribute, ForeignKey, Relation, Schema
+from kwmonitor.queries.models import KeywordQuery, Predicate
+
+from .models import Evaluator, Stream
+from .plans import publish_plan_on_commit
+
+
+@receiver(post_save, sender=Stream)
+def stream_saved(sender, instance: Stream, created: bool, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    if created:
+        Evaluator.objects.get_or_create(stream=instance)
+    publish_plan_on_commit(instance.pk)
+
+
+@receiver(pre_save, sender=KeywordQuery)
+def query_moving(sender, instance: KeywordQuery, **kwargs) -> None:
+    """Remember the stream a query leaves, so that stream's plan drops it."""
+    instance._previous_stream_id = (
+        KeywordQuery.objects.filter(pk=instance.pk).values_list("stream_id", flat=True).first() if instance.pk else None
+    )
+
+
+@receiver(post_save, sender=KeywordQuery)
+def query_saved(sender, instance: KeywordQuery, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    previous = getattr(instance, "_previous_stream_id", None)
+    if previous != instance.stream_id:
+        publish_plan_on_commit(previous)
+    publish_plan_on_commit(instance.stream_id)
+
+
+@receiver(post_delete, sender=KeywordQuery)
+def query_deleted(sender, instance: KeywordQuery, **kwargs) -> None:
+    publish_plan_on_commit(instance.stream_id)
+
+
+@receiver([post_save, post_delete], sender=Predicate)
+def predicate_changed(sender, instance: Predicate, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    stream_id = KeywordQuery.objects.filter(pk=instance.query_id).values_list("stream_id", flat=True).first()
+    publish_plan_on_commit(stream_id)
+
+
+def _schema_changed(schema_id: int | None) -> None:
+    for stream_id in Stream.objects.filter(schema_id=schema_id).values_list("pk", flat=True):
+        publish_plan_on_commit(stream_id)
+
+
+@receiver([post_save, post_delete], sender=Relation)
+def relation_changed(sender, instance: Relation, **kwargs) -> None:
+    if not kwargs.get("raw"):
+        _schema_changed(instance.schema_id)
+
+
+@receiver([post_save, post_delete], sender=Attribute)
+@receiver([post_save, post_delete], sender=ForeignKey)
+def column_changed(sender, instance, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    schema_id = Relation.objects.filter(pk=instance.relation_id).values_list("schema_id", flat=True).first()
+    _schema_changed(schema_id)
+
+
+@receiver(post_save, sender=Schema)
+def schema_saved(sender, instance: Schema, **kwargs) -> None:
+    if not kwargs.get("raw"):
+        _schema_changed(instance.pk)

@@ -1,0 +1,364 @@
+"""Starting, stopping and supervising evaluator processes.
+
+An evaluator is a detached process (``settings.EVALUATOR_COMMAND``) that
+writes a heartbeat to Redis every few seconds. The database records what the
+operator wants (``desired``) and what was seen (``status``, ``pid``, ``host``,
+``heartbeat_at``). :meth:`Supervisor.supervise`, run by Celery beat every few
+seconds, makes the two agree: it (re)starts an evaluator that should run and
+has died or gone silent, with an exponential backoff over consecutive
+failures, and stops one that should not run. Each evaluator row is claimed
+with ``SELECT ... FOR UPDATE SKIP LOCKED``, so several workers never act on
+the same evaluator at once. Status changes reach dashboards through
+:mod:`kwmonitor.streams.sender` after commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from streaming import bus
+from streaming.events import EvaluatorStatus
+
+from .connection import redis_client
+from .models import Evaluator
+from .plans import publish_plan
+from .sender import send_status
+
+__all__ = ["SupervisorSettings", "Supervisor", "process_alive", "process_start_ticks", "spawn_detached", "backoff_seconds"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    command: tuple[str, ...]
+    heartbeat_timeout: float
+    start_grace: float
+    stable_after: float
+    backoff: float
+    backoff_max: float
+    stop_timeout: float
+    log_dir: Path
+
+    @classmethod
+    def from_django(cls) -> "SupervisorSettings":
+        return cls(
+            command=tuple(settings.EVALUATOR_COMMAND),
+            heartbeat_timeout=settings.EVALUATOR_HEARTBEAT_TIMEOUT,
+            start_grace=settings.EVALUATOR_START_GRACE_SECONDS,
+            stable_after=settings.EVALUATOR_STABLE_SECONDS,
+            backoff=settings.EVALUATOR_BACKOFF_SECONDS,
+            backoff_max=settings.EVALUATOR_BACKOFF_MAX_SECONDS,
+            stop_timeout=settings.EVALUATOR_STOP_TIMEOUT_SECONDS,
+            log_dir=Path(settings.EVALUATOR_LOG_DIR),
+        )
+
+
+def backoff_seconds(failures: int, base: float, cap: float) -> float:
+    """Delay before restart number ``failures`` (1 = first failure): base, 2 base, 4 base ... capped."""
+    return min(cap, base * 2 ** max(0, failures - 1))
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (field 3 onwards), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): with the pid, a process's identity."""
+    fields = _proc_stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def process_alive(pid: int | None, start_ticks: int | None = None) -> bool:
+    """Whether ``pid`` runs (a zombie does not) and, given ``start_ticks``, is the process started then.
+
+    Comparing the start time guards against a recycled pid (and, unlike the
+    command line, survives an ``exec`` by a wrapper script).
+    """
+    if not pid:
+        return False
+    if not Path("/proc/self/stat").exists():  # not Linux: only existence can be checked
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    fields = _proc_stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return start_ticks is None or int(fields[19]) == start_ticks
+
+
+def spawn_detached(command: list[str], log_path: Path, cwd: Path) -> int:
+    """Start ``command`` in its own session, detached from this process (double fork).
+
+    The process is re-parented to init, so it survives the worker that
+    started it and never lingers as this worker's zombie. Returns its pid.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the intermediate process: start the evaluator, report its pid, exit
+        try:
+            os.close(read_end)
+            with open(log_path, "ab") as log_file:
+                proc = subprocess.Popen(
+                    command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    close_fds=True, start_new_session=True,
+                )
+            os.write(write_end, f"{proc.pid}".encode())
+        except BaseException as exc:  # reported to the parent, which raises it
+            os.write(write_end, f"error:{exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 4096):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    reply = b"".join(chunks).decode()
+    if not reply.isdigit():
+        raise OSError(f"could not start {command[0]!r}: {reply.removeprefix('error:') or 'no reply'}")
+    return int(reply)
+
+
+def _signal_group(pid: int, start_ticks: int | None, sig: int) -> None:
+    """Signal the evaluator's process group (it leads its own session), if it is still that process."""
+    if not process_alive(pid, start_ticks):
+        return
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class Supervisor:
+    """The operator actions on evaluators; every method works on committed rows."""
+
+    def __init__(self, config: SupervisorSettings | None = None, hostname: str | None = None):
+        self.config = config or SupervisorSettings.from_django()
+        self.hostname = hostname or socket.gethostname()
+
+    # commands
+
+    def command_for(self, evaluator: Evaluator) -> list[str]:
+        values = {
+            "python": sys.executable,
+            "evaluator": evaluator.pk,
+            "stream": evaluator.stream_id,
+            "redis_url": settings.REDIS_URL,
+            "checkpoint_dir": evaluator.checkpoint_dir(),
+            "master": settings.SPARK_MASTER,
+        }
+        return [arg.format(**values) for arg in self.config.command]
+
+    def log_path(self, evaluator: Evaluator) -> Path:
+        return self.config.log_dir / f"evaluator-{evaluator.pk}.log"
+
+    # operator actions
+
+    def start(self, evaluator_id: int) -> Evaluator:
+        """Make the evaluator run: launch it now unless it already runs."""
+        with transaction.atomic():
+            evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+            evaluator.desired = "running"
+            evaluator.failures = 0
+            evaluator.next_restart_at = None
+            evaluator.save(update_fields=["desired", "failures", "next_restart_at"])
+            if not self._runs_here(evaluator):
+                self._launch(evaluator, "starting")
+        return evaluator
+
+    def stop(self, evaluator_id: int) -> Evaluator:
+        """Make the evaluator stop: SIGTERM, then SIGKILL after the stop timeout.
+
+        "stopping" is committed (and shown) before waiting for the process,
+        and the row is not locked while waiting.
+        """
+        with transaction.atomic():
+            evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+            evaluator.desired = "stopped"
+            evaluator.next_restart_at = None
+            remote = bool(evaluator.pid) and not self._local(evaluator)
+            if not remote and not self._runs_here(evaluator):
+                self._set_stopped(evaluator, "stopped by the operator")
+                return evaluator
+            evaluator.status = "stopping"
+            evaluator.save()
+            send_status(evaluator, "stopping", "stopped by the operator")
+        if remote:  # only its own host can signal it: that host's supervise round will
+            return evaluator
+        detail = self._terminate_process(evaluator.pid, evaluator.process_start)
+        with transaction.atomic():
+            evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+            if evaluator.desired == "stopped" and not self._runs_here(evaluator):
+                self._set_stopped(evaluator, f"stopped by the operator{detail}")
+        return evaluator
+
+    def supervise(self) -> list[tuple[int, str]]:
+        """One supervision round over every evaluator; returns (evaluator id, action) pairs."""
+        actions = []
+        for evaluator_id in Evaluator.objects.order_by("pk").values_list("pk", flat=True):
+            with transaction.atomic():
+                evaluator = (
+                    Evaluator.objects.select_for_update(skip_locked=True)
+                    .select_related("stream")
+                    .filter(pk=evaluator_id)
+                    .first()
+                )
+                if evaluator is None:  # claimed by another worker this round
+                    continue
+                action = self.check(evaluator)
+            if action:
+                actions.append((evaluator_id, action))
+        return actions
+
+    # one evaluator (called with its row locked)
+
+    def check(self, evaluator: Evaluator) -> str:
+        """Bring one evaluator toward its desired state; returns what was done ("" = nothing)."""
+        now = timezone.now()
+        if evaluator.desired == "stopped":
+            if evaluator.pid and self._local(evaluator) and process_alive(evaluator.pid, evaluator.process_start):
+                self._terminate(evaluator, "stopped: desired state is stopped")
+                return "stopped"
+            if evaluator.pid and not self._local(evaluator) and self._beating(evaluator):
+                return ""  # alive on another host, whose supervisor stops it
+            if evaluator.status != "stopped":
+                self._set_stopped(evaluator, "")
+                return "marked stopped"
+            return ""
+
+        if evaluator.pid is None:
+            if evaluator.next_restart_at is None or now >= evaluator.next_restart_at:
+                self._launch(evaluator, "restarting" if evaluator.restarts or evaluator.failures else "starting")
+                return "launched"
+            return ""
+
+        if self._local(evaluator) and not process_alive(evaluator.pid, evaluator.process_start):
+            self._fail(evaluator, f"process {evaluator.pid} exited", now)
+            return "died"
+
+        self._ensure_plan(evaluator)
+        heartbeat = self._beating(evaluator)
+        if heartbeat is not None:
+            return self._alive(evaluator, heartbeat, now)
+
+        started = evaluator.started_at or now
+        seen_since_start = evaluator.heartbeat_at is not None and evaluator.heartbeat_at >= started
+        last_sign = evaluator.heartbeat_at if seen_since_start else started
+        limit = self.config.heartbeat_timeout if seen_since_start else self.config.start_grace
+        silent_for = (now - last_sign).total_seconds()
+        if silent_for > limit:
+            if self._local(evaluator):
+                _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
+            self._fail(evaluator, f"no heartbeat for {silent_for:.0f} s", now)
+            return "silent"
+        return ""
+
+    # transitions
+
+    def _local(self, evaluator: Evaluator) -> bool:
+        return evaluator.host == self.hostname
+
+    def _beating(self, evaluator: Evaluator) -> EvaluatorStatus | None:
+        """The evaluator's current heartbeat, if it comes from the recorded process."""
+        heartbeat = bus.read_heartbeat(redis_client(), evaluator.pk)
+        return heartbeat if heartbeat is not None and heartbeat.pid in (None, evaluator.pid) else None
+
+    def _runs_here(self, evaluator: Evaluator) -> bool:
+        return bool(evaluator.pid) and self._local(evaluator) and process_alive(evaluator.pid, evaluator.process_start)
+
+    def _ensure_plan(self, evaluator: Evaluator) -> None:
+        """Rewrite the plan if Redis lost it or holds another version (Redis restarted, a failed write)."""
+        plan = bus.read_plan(redis_client(), evaluator.pk)
+        if plan is None or plan.get("version") != evaluator.plan_version:
+            evaluator.plan_version = publish_plan(evaluator.stream_id) or evaluator.plan_version
+
+    def _launch(self, evaluator: Evaluator, status: str) -> None:
+        self._ensure_plan(evaluator)
+        command = self.command_for(evaluator)
+        evaluator.checkpoint_dir().mkdir(parents=True, exist_ok=True)
+        try:
+            pid = spawn_detached(command, self.log_path(evaluator), Path(settings.BASE_DIR))
+        except OSError as exc:
+            self._fail(evaluator, str(exc), timezone.now())
+            return
+        if status == "restarting":
+            evaluator.restarts += 1
+        evaluator.pid, evaluator.host, evaluator.command = pid, self.hostname, command
+        evaluator.process_start = process_start_ticks(pid)
+        evaluator.status, evaluator.started_at, evaluator.next_restart_at = status, timezone.now(), None
+        evaluator.save()
+        send_status(evaluator, status, f"started pid {pid} on {self.hostname}")
+        log.info("evaluator %s: %s pid %s", evaluator.pk, status, pid)
+
+    def _alive(self, evaluator: Evaluator, heartbeat: EvaluatorStatus, now: dt.datetime) -> str:
+        evaluator.heartbeat_at = now
+        evaluator.running_plan_version = heartbeat.plan_version
+        stable = evaluator.started_at is not None and (now - evaluator.started_at).total_seconds() >= self.config.stable_after
+        if stable:
+            evaluator.failures = 0
+        # A process still starting (a Spark driver takes a while) beats with status "starting".
+        changed = heartbeat.status == "running" and evaluator.status != "running"
+        if changed:
+            evaluator.status = "running"
+        evaluator.save(update_fields=["heartbeat_at", "running_plan_version", "failures", "status"])
+        if changed:
+            send_status(evaluator, "running", heartbeat.detail)
+            return "running"
+        return ""
+
+    def _fail(self, evaluator: Evaluator, reason: str, now: dt.datetime) -> None:
+        evaluator.failures += 1
+        delay = backoff_seconds(evaluator.failures, self.config.backoff, self.config.backoff_max)
+        evaluator.status, evaluator.pid, evaluator.last_error = "failed", None, reason
+        evaluator.next_restart_at = now + dt.timedelta(seconds=delay)
+        evaluator.save()
+        send_status(evaluator, "failed", f"{reason}; restart in {delay:.0f} s")
+        log.warning("evaluator %s failed (%s); restart in %.0f s", evaluator.pk, reason, delay)
+
+    def _terminate_process(self, pid: int, start_ticks: int | None) -> str:
+        """SIGTERM the process group, SIGKILL it after the stop timeout; returns a note if killed."""
+        _signal_group(pid, start_ticks, signal.SIGTERM)
+        deadline = time.monotonic() + self.config.stop_timeout
+        while process_alive(pid, start_ticks) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if process_alive(pid, start_ticks):
+            _signal_group(pid, start_ticks, signal.SIGKILL)
+            return f"; killed after {self.config.stop_timeout:.0f} s"
+        return ""
+
+    def _terminate(self, evaluator: Evaluator, detail: str) -> None:
+        send_status(evaluator, "stopping", detail)
+        detail += self._terminate_process(evaluator.pid, evaluator.process_start)
+        self._set_stopped(evaluator, detail)
+
+    def _set_stopped(self, evaluator: Evaluator, detail: str) -> None:
+        evaluator.status, evaluator.pid = "stopped", None
+        evaluator.save()
+        send_status(evaluator, "stopped", detail)

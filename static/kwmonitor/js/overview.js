@@ -1,0 +1,28 @@
+/* Overview: each stream row follows its stream's events from the id the page was rendered at. */
+(function () {
+  "use strict";
+
+  const feeds = JSON.parse(document.getElementById("overview-config").textContent);
+
+  function fmt(n, digits) {
+    return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits });
+  }
+
+  for (const { stream, after } of feeds) {
+    const row = document.querySelector(`tr[data-stream="${stream}"]`);
+    const cell = (field) => row.querySelector(`[data-field="${field}"]`);
+    new kw.LiveFeed(`/ws/streams/${stream}/?replay=0`, {
+      after,
+      onMessage(e) {
+        if (e.type === "evaluator.status") {
+          cell("status").className = `badge ${e.status}`;
+          cell("status").textContent = e.status;
+        } else if (e.type === "batch.metrics") {
+          cell("ops").textContent = fmt(e.rows_per_second, 1);
+          cell("duration").textContent = `${fmt(e.duration_ms, 0)} ms`;
+          cell("rows").textContent = fmt(e.input_rows, 0);
+        }
+      },
+    });
+  }
+})();

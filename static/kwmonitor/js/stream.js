@@ -1,0 +1,104 @@
+/* Stream dashboard: evaluator status, throughput, dead letters, dropping ratios, rearrangements. */
+(function () {
+  "use strict";
+
+  const config = JSON.parse(document.getElementById("stream-config").textContent);
+  const MAX_ROWS = 100;
+  const $ = (id) => document.getElementById(id);
+
+  const throughput = new kw.TimeChart($("throughput-chart"), [
+    { label: "ops/s", color: "#4f46e5", fill: "rgba(79,70,229,0.08)" },
+    { label: "batch ms", color: "#d98a00", scale: "ms" },
+  ], {
+    windowSeconds: 1800,
+    axes: [{}, { scale: "y", size: 52 }, { scale: "ms", side: 1, size: 52, grid: { show: false } }],
+  });
+
+  const relations = [];
+  const dropping = new kw.TimeChart($("dropping-chart"), [], { windowSeconds: 1800 });
+
+  let redrawPending = false;
+  function redrawSoon() {
+    if (redrawPending) return;
+    redrawPending = true;
+    window.requestAnimationFrame(() => {
+      redrawPending = false;
+      throughput.redraw();
+      dropping.redraw();
+    });
+  }
+
+  function fmt(n, digits = 1) {
+    return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits });
+  }
+
+  function keepAtMost(list, n) {
+    while (list.children.length > n) list.lastElementChild.remove();
+  }
+
+  let dead = 0;
+
+  const handlers = {
+    "evaluator.status"(e) {
+      const badge = $("evaluator-status");
+      if (!badge) return;
+      badge.className = `badge ${e.status}`;
+      badge.textContent = e.status;
+      $("evaluator-pid").textContent = e.pid === null ? "–" : e.pid;
+      $("evaluator-host").textContent = e.host || "–";
+      $("evaluator-plan").textContent = `v${e.plan_version}`;
+    },
+    "batch.metrics"(e, t) {
+      throughput.push(t, [e.rows_per_second, e.duration_ms]);
+      $("stat-ops").textContent = fmt(e.rows_per_second);
+      $("stat-duration").textContent = `${fmt(e.duration_ms, 0)} ms`;
+      $("stat-rows").textContent = fmt(e.input_rows, 0);
+    },
+    deadletter(e, t) {
+      dead += 1;
+      $("stat-dead").textContent = dead;
+      const row = $("dead-letter-template").content.firstElementChild.cloneNode(true);
+      row.querySelector(".when").textContent = kw.formatTime(t);
+      row.querySelector(".seqno").textContent = e.seq === null ? "–" : e.seq;
+      row.querySelector(".reason").textContent = e.reason;
+      row.querySelector(".line").textContent = e.line;
+      row.querySelector(".line").title = e.line;
+      $("dead-letters").prepend(row);
+      keepAtMost($("dead-letters"), MAX_ROWS);
+      $("dead-empty").hidden = true;
+    },
+    "asc.dropping"(e, t) {
+      let index = relations.indexOf(e.relation);
+      if (index < 0) {
+        relations.push(e.relation);
+        index = relations.length - 1;
+        dropping.setSeries(relations.map((r) => ({ label: r })));
+      }
+      const values = relations.map((_, i) => (i === index ? e.ratio : null));
+      dropping.push(t, values);
+      $("dropping-empty").hidden = true;
+    },
+    "asc.rearrangement"(e, t) {
+      const li = $("rearrangement-template").content.firstElementChild.cloneNode(true);
+      li.querySelector(".when").textContent = kw.formatTime(t);
+      li.querySelector(".relation").textContent = e.relation;
+      li.querySelector(".numbers").textContent = `d_init ${fmt(e.d_init, 3)} · d_cur ${fmt(e.d_cur, 3)} · μ ${fmt(e.mu, 3)}`;
+      li.querySelector(".old").textContent = e.old_sequence.join(" › ");
+      li.querySelector(".new").textContent = e.new_sequence.join(" › ");
+      $("rearrangements").prepend(li);
+      keepAtMost($("rearrangements"), MAX_ROWS);
+      $("rearr-empty").hidden = true;
+    },
+  };
+
+  new kw.LiveFeed(config.feed, {
+    onState: kw.showFeedState($("feed-state")),
+    onMessage(message) {
+      const handler = handlers[message.type];
+      if (handler) {
+        handler(message, kw.idTime(message.id));
+        redrawSoon();
+      }
+    },
+  });
+})();

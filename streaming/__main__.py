@@ -1,0 +1,5 @@
+"""``python -m streaming COMMAND ...`` — see :mod:`streaming.cli`."""
+
+from .cli import main
+
+raise SystemExit(main())

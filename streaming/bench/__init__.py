@@ -1,0 +1,1 @@
+"""Benchmarks: each module measures one family and writes JSON plus PNG plots."""

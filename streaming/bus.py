@@ -1,0 +1,226 @@
+"""The Redis bus between evaluators and the web tier: key layout and operations.
+
+Per query, the live result set is a hash ``kw:query:{id}:live`` (result key ->
+the :class:`~streaming.events.ResultAdded` JSON that added it, so a snapshot
+can list results newest first) and every change is appended to the
+Redis stream ``kw:query:{id}:changes`` (field ``data``: the typed payload). A
+change is published by one Lua script that updates the hash and appends to the
+stream together, and only if it changes the set (an add of a live result or a
+remove of an absent one is dropped): replays after a crash never duplicate an
+add nor lose a remove.
+
+A reader takes :func:`read_snapshot` (the hash and the last stream id, in one
+MULTI/EXEC) and then :func:`read_changes` after that id: no gap, no duplicate.
+
+Per stream, ``kw:stream:{id}:events`` carries evaluator status, batch
+metrics, dead letters, dropping ratios and rearrangements. Per evaluator,
+``kw:evaluator:{id}:plan`` holds the plan JSON written by the web tier and
+``kw:evaluator:{id}:heartbeat`` the last heartbeat (with a TTL).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import redis
+
+from .events import (
+    EvaluatorStatus,
+    ResultAdded,
+    ResultRemoved,
+    ResultView,
+    parse_event,
+)
+
+__all__ = [
+    "CHANGES_MAXLEN",
+    "EVENTS_MAXLEN",
+    "Keys",
+    "connect",
+    "publish_changes",
+    "reconcile",
+    "read_snapshot",
+    "newest_first",
+    "read_changes",
+    "publish_stream_event",
+    "read_stream_events",
+    "write_plan",
+    "read_plan",
+    "write_heartbeat",
+    "read_heartbeat",
+]
+
+CHANGES_MAXLEN = 100_000
+EVENTS_MAXLEN = 20_000
+
+
+class Keys:
+    """Redis key names; the only place they are spelled."""
+
+    @staticmethod
+    def live(query_id: int) -> str:
+        return f"kw:query:{query_id}:live"
+
+    @staticmethod
+    def changes(query_id: int) -> str:
+        return f"kw:query:{query_id}:changes"
+
+    @staticmethod
+    def stream_events(stream_id: int) -> str:
+        return f"kw:stream:{stream_id}:events"
+
+    @staticmethod
+    def stream_ops(stream_id: int) -> str:
+        return f"kw:stream:{stream_id}:ops"
+
+    @staticmethod
+    def stream_seq(stream_id: int) -> str:
+        return f"kw:stream:{stream_id}:seq"
+
+    @staticmethod
+    def stream_lock(stream_id: int) -> str:
+        """Held while seqs are assigned and a landing file is published (seq order = file order)."""
+        return f"kw:stream:{stream_id}:lock"
+
+    @staticmethod
+    def evaluator_tuples(evaluator_id: int) -> str:
+        """Hash of the tuples the evaluator holds (rebuilt into engines after a restart)."""
+        return f"kw:evaluator:{evaluator_id}:tuples"
+
+    @staticmethod
+    def evaluator_state(evaluator_id: int) -> str:
+        """Hash with the last applied seq and stream clock, written with the tuples."""
+        return f"kw:evaluator:{evaluator_id}:state"
+
+    @staticmethod
+    def plan(evaluator_id: int) -> str:
+        return f"kw:evaluator:{evaluator_id}:plan"
+
+    @staticmethod
+    def heartbeat(evaluator_id: int) -> str:
+        return f"kw:evaluator:{evaluator_id}:heartbeat"
+
+
+def connect(url: str) -> redis.Redis:
+    """A client that returns ``str`` (all our values are JSON text)."""
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+# KEYS: live hash, change stream. ARGV: maxlen, then (kind, result key, payload) triples.
+_PUBLISH = """
+local n = 0
+for i = 2, #ARGV, 3 do
+  local kind, rkey, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local changed
+  if kind == 'add' then
+    changed = redis.call('HSETNX', KEYS[1], rkey, payload)
+  else
+    changed = redis.call('HDEL', KEYS[1], rkey)
+  end
+  if changed == 1 then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'data', payload)
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[ResultAdded | ResultRemoved]) -> int:
+    """Apply changes to the live set and append them to the change stream, atomically.
+
+    Returns how many changed the set (the others were already applied).
+    """
+    if not changes:
+        return 0
+    argv: list[Any] = [CHANGES_MAXLEN]
+    for change in changes:
+        kind = "add" if isinstance(change, ResultAdded) else "remove"
+        argv += [kind, change.result.key, change.model_dump_json()]
+    script = client.register_script(_PUBLISH)
+    return int(script(keys=[Keys.live(query_id), Keys.changes(query_id)], args=argv))
+
+
+def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[ResultView]) -> int:
+    """Make the published live set equal ``results`` by publishing the difference.
+
+    Used after an evaluator restart: the browser sees removes for results that
+    died meanwhile and adds for new ones, as if there had been no crash.
+    """
+    wanted = {r.key: r for r in results}
+    live = set(client.hkeys(Keys.live(query_id)))
+    changes: list[ResultAdded | ResultRemoved] = []
+    for key in sorted(live - set(wanted)):
+        payload = client.hget(Keys.live(query_id), key)
+        if payload is not None:
+            result = ResultAdded.model_validate_json(payload).result
+            changes.append(ResultRemoved(query=query_id, seq=seq, result=result))
+    changes += [ResultAdded(query=query_id, seq=seq, result=wanted[k]) for k in sorted(set(wanted) - live)]
+    return publish_changes(client, query_id, changes)
+
+
+def read_snapshot(client: redis.Redis, query_id: int) -> tuple[str, list[ResultView]]:
+    """The live set and the id of the last change it includes ("0-0" if none)."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.hvals(Keys.live(query_id))
+        pipe.xrevrange(Keys.changes(query_id), count=1)
+        values, last = pipe.execute()
+    return (last[0][0] if last else "0-0"), newest_first(values)
+
+
+def newest_first(live_values: Iterable[str]) -> list[ResultView]:
+    """The results of a live hash's values, newest add first (ties by key), as dashboards list them."""
+    adds = sorted((ResultAdded.model_validate_json(v) for v in live_values), key=lambda a: a.result.key)
+    return [a.result for a in sorted(adds, key=lambda a: a.seq, reverse=True)]
+
+
+def read_changes(
+    client: redis.Redis, query_id: int, after_id: str, count: int = 500, block_ms: int | None = None
+) -> list[tuple[str, ResultAdded | ResultRemoved]]:
+    """Changes strictly after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
+    if block_ms is None:
+        entries = client.xrange(Keys.changes(query_id), min=f"({after_id}", count=count)
+    else:
+        reply = client.xread({Keys.changes(query_id): after_id}, count=count, block=block_ms)
+        entries = reply[0][1] if reply else []
+    return [(entry_id, parse_event(fields["data"])) for entry_id, fields in entries]
+
+
+def publish_stream_event(client: redis.Redis, stream_id: int, event: Any) -> str:
+    """Append a stream-level payload (status, metrics, dead letter, ASC) to its Redis stream."""
+    return client.xadd(
+        Keys.stream_events(stream_id), {"data": event.model_dump_json()}, maxlen=EVENTS_MAXLEN, approximate=True
+    )
+
+
+def read_stream_events(
+    client: redis.Redis, stream_id: int, after_id: str = "0-0", count: int = 500, block_ms: int | None = None
+) -> list[tuple[str, Any]]:
+    """Stream-level payloads after ``after_id``, oldest first."""
+    key = Keys.stream_events(stream_id)
+    if block_ms is None:
+        entries = client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=count)
+    else:
+        reply = client.xread({key: after_id}, count=count, block=block_ms)
+        entries = reply[0][1] if reply else []
+    return [(entry_id, parse_event(fields["data"])) for entry_id, fields in entries]
+
+
+def write_plan(client: redis.Redis, evaluator_id: int, plan: dict[str, Any]) -> None:
+    """Store an evaluator's plan (JSON); evaluators re-read it at each batch boundary."""
+    client.set(Keys.plan(evaluator_id), json.dumps(plan, sort_keys=True))
+
+
+def read_plan(client: redis.Redis, evaluator_id: int) -> dict[str, Any] | None:
+    raw = client.get(Keys.plan(evaluator_id))
+    return None if raw is None else json.loads(raw)
+
+
+def write_heartbeat(client: redis.Redis, status: EvaluatorStatus, ttl_seconds: int = 15) -> None:
+    client.set(Keys.heartbeat(status.evaluator), status.model_dump_json(), ex=ttl_seconds)
+
+
+def read_heartbeat(client: redis.Redis, evaluator_id: int) -> EvaluatorStatus | None:
+    raw = client.get(Keys.heartbeat(evaluator_id))
+    return None if raw is None else EvaluatorStatus.model_validate_json(raw)

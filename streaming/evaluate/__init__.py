@@ -1,0 +1,1 @@
+"""CN evaluation over a stream: CNEvalStatic, CNEvalDynamic and the operator-mesh baseline."""

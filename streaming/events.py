@@ -1,0 +1,174 @@
+"""Typed payloads carried from evaluators to browsers and programs.
+
+Each payload has a ``type`` literal; producers (the evaluator) and consumers
+(Channels consumers, the feed client, the history persister) use these same
+models, so a field added or renamed here is seen by both ends. Payloads are
+JSON on the wire (``model_dump_json`` / :func:`parse_event`), never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "TupleView",
+    "ResultView",
+    "ResultAdded",
+    "ResultRemoved",
+    "Snapshot",
+    "EvaluatorStatus",
+    "BatchMetrics",
+    "DeadLetter",
+    "DroppingRatio",
+    "Rearrangement",
+    "Event",
+    "parse_event",
+    "result_key",
+]
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TupleView(_Payload):
+    """One tuple of a result: its identity, values (for display) and keyword hits."""
+
+    relation: str
+    key: Any
+    values: dict[str, Any] = Field(default_factory=dict)
+    hits: list[str] = Field(default_factory=list)
+
+
+class ResultView(_Payload):
+    """One MTJNT: ``key`` identifies it (tuples and edges, see :func:`result_key`)."""
+
+    key: str
+    tuples: list[TupleView]
+    edges: list[tuple[tuple[str, Any], tuple[str, Any], str]]
+
+
+class ResultAdded(_Payload):
+    type: Literal["result.add"] = "result.add"
+    query: int
+    seq: int
+    result: ResultView
+
+
+class ResultRemoved(_Payload):
+    type: Literal["result.remove"] = "result.remove"
+    query: int
+    seq: int
+    result: ResultView
+
+
+class Snapshot(_Payload):
+    """The live set of a query at change-stream id ``last_id`` ("0-0": none yet)."""
+
+    type: Literal["snapshot"] = "snapshot"
+    query: int
+    last_id: str
+    results: list[ResultView]
+
+
+class EvaluatorStatus(_Payload):
+    type: Literal["evaluator.status"] = "evaluator.status"
+    evaluator: int
+    stream: int
+    status: Literal["starting", "running", "stopping", "stopped", "failed", "restarting"]
+    pid: int | None = None
+    host: str = ""
+    plan_version: int = 0
+    detail: str = ""
+    ts: float
+
+
+class BatchMetrics(_Payload):
+    """One micro-batch: sizes, speed, where the time went, state per query."""
+
+    type: Literal["batch.metrics"] = "batch.metrics"
+    evaluator: int
+    stream: int
+    batch_id: int
+    input_rows: int
+    rows_per_second: float
+    duration_ms: float
+    breakdown_ms: dict[str, float] = Field(default_factory=dict)
+    dead_letters: int = 0
+    state: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ts: float
+
+
+class DeadLetter(_Payload):
+    type: Literal["deadletter"] = "deadletter"
+    stream: int
+    seq: int | None = None
+    line: str
+    reason: str
+    ts: float
+
+
+class DroppingRatio(_Payload):
+    """Tuple dropping ratio of one relation over one period of the ASC monitor."""
+
+    type: Literal["asc.dropping"] = "asc.dropping"
+    stream: int
+    relation: str
+    period: int
+    tuples: int
+    dropped: int
+    ratio: float
+    ts: float
+
+
+class Rearrangement(_Payload):
+    """The ASC monitor replaced a relation's evaluation sequence."""
+
+    type: Literal["asc.rearrangement"] = "asc.rearrangement"
+    stream: int
+    relation: str
+    old_sequence: list[str]
+    new_sequence: list[str]
+    d_init: float
+    d_cur: float
+    mu: float
+    ts: float
+
+
+Event = Annotated[
+    Union[
+        ResultAdded,
+        ResultRemoved,
+        Snapshot,
+        EvaluatorStatus,
+        BatchMetrics,
+        DeadLetter,
+        DroppingRatio,
+        Rearrangement,
+    ],
+    Field(discriminator="type"),
+]
+
+_EVENT = TypeAdapter(Event)
+
+
+def parse_event(data: str | bytes | dict[str, Any]) -> Event:
+    """Validate one payload (JSON text or a decoded dict) into its model."""
+    if isinstance(data, dict):
+        return _EVENT.validate_python(data)
+    return _EVENT.validate_json(data)
+
+
+def result_key(tuples: Any, edges: Any) -> str:
+    """The identity of a result: canonical JSON of its sorted tuples and edges.
+
+    The same tuples joined through a different foreign key give another key.
+    """
+    return json.dumps(
+        [sorted([list(t) for t in tuples], key=json.dumps), sorted([[list(a), list(b), fk] for a, b, fk in edges], key=json.dumps)],
+        separators=(",", ":"),
+        sort_keys=True,
+    )

@@ -1,0 +1,193 @@
+"""Op sources of a stream: where ingest writes ops and where the evaluator reads them.
+
+Every op line carries a ``seq`` assigned once, at ingest, from the Redis
+counter ``Keys.stream_seq`` (0, 1, 2, ...), so the position of an op in the
+stream survives restarts of the ingest, the evaluator and Redis clients.
+A stored line is the op's JSON object with ``seq`` as its first field::
+
+    {"seq":17,"op":"insert","relation":"Order","tuple":{...},"ts":12.0}
+
+Two sources (DESIGN.md, "The evaluator"):
+
+- a **landing directory** ``{LANDING_DIR}/{stream_id}/`` of NDJSON files, each
+  written to a hidden temporary name and renamed into place (readers never see
+  a partial file). Names are the zero-padded first seq, so name order is seq
+  order; seq assignment and the rename happen under one Redis lock per stream,
+  so a file with lower seqs is always visible before one with higher seqs.
+- a **Redis stream** ``Keys.stream_ops(stream_id)`` (field ``line``); one Lua
+  script assigns the seqs and appends the lines, so stream order is seq order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import redis
+
+from .bus import Keys
+
+__all__ = [
+    "LINE_FIELD",
+    "SourceError",
+    "stamp",
+    "split_seq",
+    "allocate_seqs",
+    "LandingWriter",
+    "RedisStreamWriter",
+    "writer_for",
+    "landing_directory",
+    "read_landing",
+    "read_redis_stream",
+    "redis_stream_last_id",
+]
+
+LINE_FIELD = "line"
+_LOCK_TIMEOUT_S = 60
+
+
+class SourceError(ValueError):
+    """A stored op line has no valid ``seq`` (the source was written by something else)."""
+
+
+def stamp(seq: int, op_json: str) -> str:
+    """The stored line: ``op_json`` (a compact JSON object) with ``seq`` put first."""
+    body = op_json.strip()
+    if not body.startswith("{"):
+        raise ValueError("an op must be a JSON object")
+    rest = body[1:].lstrip()
+    return f'{{"seq":{seq}}}' if rest == "}" else f'{{"seq":{seq},{rest}'
+
+
+def split_seq(line: str | bytes) -> tuple[int, dict[str, Any]]:
+    """Decode a stored line into its seq and the op object without ``seq``.
+
+    Raises :class:`SourceError` if the line is not a JSON object with an
+    integer ``seq`` >= 0; a malformed op body is left to ``parse_op``.
+    """
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(f"stored line is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise SourceError("stored line is not a JSON object")
+    seq = obj.pop("seq", None)
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise SourceError(f"stored line has no valid seq: {seq!r}")
+    return seq, obj
+
+
+def allocate_seqs(client: redis.Redis, stream_id: int, count: int) -> int:
+    """Reserve ``count`` consecutive seqs of a stream; return the first."""
+    if count <= 0:
+        raise ValueError("count must be positive")
+    return int(client.incrby(Keys.stream_seq(stream_id), count)) - count
+
+
+def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
+    """``{LANDING_DIR}/{stream_id}`` (the file source's path)."""
+    return Path(landing_root) / str(stream_id)
+
+
+class LandingWriter:
+    """Writes batches of ops as atomic NDJSON files in a stream's landing directory."""
+
+    def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path):
+        self.client = client
+        self.stream_id = stream_id
+        self.directory = Path(directory)
+
+    def write(self, ops: Sequence[str]) -> list[int]:
+        """Store ``ops`` (compact JSON objects) in order; return their seqs."""
+        if not ops:
+            return []
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock = self.client.lock(
+            Keys.stream_lock(self.stream_id), timeout=_LOCK_TIMEOUT_S, blocking_timeout=_LOCK_TIMEOUT_S
+        )
+        with lock:
+            first = allocate_seqs(self.client, self.stream_id, len(ops))
+            text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
+            fd, tmp = tempfile.mkstemp(prefix=f".{first:020d}.", suffix=".tmp", dir=self.directory)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(text)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.directory / f"{first:020d}.ndjson")
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return list(range(first, first + len(ops)))
+
+
+# KEYS: seq counter, ops stream. ARGV: the op lines (compact JSON objects, never "{}").
+_APPEND = """
+local n = #ARGV
+local first = redis.call('INCRBY', KEYS[1], n) - n
+for i = 1, n do
+  local body = string.sub(ARGV[i], 2)
+  redis.call('XADD', KEYS[2], '*', 'line', '{"seq":' .. (first + i - 1) .. ',' .. body)
+end
+return first
+"""
+
+
+class RedisStreamWriter:
+    """Appends ops to a stream's Redis stream, seqs assigned in the same atomic step."""
+
+    def __init__(self, client: redis.Redis, stream_id: int, key: str | None = None):
+        self.client = client
+        self.stream_id = stream_id
+        self.key = key or Keys.stream_ops(stream_id)
+        self._script = client.register_script(_APPEND)
+
+    def write(self, ops: Sequence[str]) -> list[int]:
+        """Store ``ops`` (compact JSON objects with at least one field) in order; return their seqs."""
+        if not ops:
+            return []
+        for op in ops:
+            if not op.startswith("{") or op.replace(" ", "") == "{}":
+                raise ValueError("an op must be a non-empty compact JSON object")
+        first = int(self._script(keys=[Keys.stream_seq(self.stream_id), self.key], args=list(ops)))
+        return list(range(first, first + len(ops)))
+
+
+def writer_for(
+    client: redis.Redis, stream_id: int, source_kind: str, landing_root: str | Path
+) -> LandingWriter | RedisStreamWriter:
+    """The writer of a stream's source (``"landing"`` or ``"redis"``)."""
+    if source_kind == "landing":
+        return LandingWriter(client, stream_id, landing_directory(landing_root, stream_id))
+    if source_kind == "redis":
+        return RedisStreamWriter(client, stream_id)
+    raise ValueError(f"unknown source kind {source_kind!r}")
+
+
+def read_landing(directory: str | Path) -> Iterator[str]:
+    """Every stored line of a landing directory, files in name (= seq) order."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    for path in sorted(p for p in directory.iterdir() if p.suffix == ".ndjson" and not p.name.startswith((".", "_"))):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    yield line.rstrip("\n")
+
+
+def read_redis_stream(
+    client: redis.Redis, key: str, after_id: str, until_id: str = "+", count: int = 10_000
+) -> list[tuple[str, str]]:
+    """``(entry id, line)`` of entries in ``(after_id, until_id]``, oldest first, at most ``count``."""
+    low = "-" if after_id == "0-0" else f"({after_id}"
+    return [(entry_id, fields[LINE_FIELD]) for entry_id, fields in client.xrange(key, min=low, max=until_id, count=count)]
+
+
+def redis_stream_last_id(client: redis.Redis, key: str) -> str:
+    """Id of the newest entry ("0-0" if the stream is empty or missing)."""
+    last = client.xrevrange(key, count=1)
+    return last[0][0] if last else "0-0"

@@ -1,0 +1,162 @@
+"""The Structured Streaming query of an evaluator: source -> executors -> driver.
+
+Per micro-batch (``foreachBatch`` on the driver): the plan is re-read, the
+batch's op lines are parsed, validated, run through the selection constructs
+and classified on the executors (``mapInArrow`` with the current plan's
+schema, keywords, ASC indexes and sequences), collected as Arrow, and handed to
+:class:`~streaming.evaluator.GroupEvaluator`, which feeds the dropping
+monitors, applies the ops in ``seq`` order and publishes. Spark's checkpoint keeps the source
+offsets; the evaluator's own state lives in Redis (see ``streaming.evaluator``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming.evaluator import GroupEvaluator
+from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
+from streaming.spark.redis_source import RedisOpsSource
+
+__all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
+
+WARM_UP_BATCHES = 3
+WARM_UP_LINES = 1_000
+
+
+def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator") -> SparkSession:
+    """A Spark session for an evaluator (or the tests): no UI, small shuffles, our Python."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(RedisOpsSource)
+    return spark
+
+
+def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_UP_BATCHES,
+            lines: int = WARM_UP_LINES) -> None:
+    """Run the micro-batch path on throwaway lines before the real query starts.
+
+    A streaming query over a scratch landing directory (``batches``
+    micro-batches of one file of ``lines`` op-sized lines per core, so every
+    core's Python worker takes part) goes through the same file source,
+    ``mapInArrow`` parse and Arrow collect as a real batch, so the Python
+    workers are up and the JVM has planned and compiled that path before ops
+    arrive: a slow first batch leaves a backlog that later batches, each
+    bigger and slower, take seconds to drain. The lines are rejected by the
+    parser; nothing reaches the evaluator.
+    """
+    plan = evaluator.plan
+    if plan is None:
+        raise RuntimeError("the evaluator has no plan")
+    parser = make_parser(plan["stream"]["schema"], sorted(evaluator.keywords), evaluator.selection_plan())
+
+    def parse_only(frame: DataFrame, _batch_id: int) -> None:
+        collect_ops(frame.mapInArrow(parser, PARSED_SCHEMA).toArrow())
+
+    parallelism = spark.sparkContext.defaultParallelism
+    pad = "x" * 160
+    with tempfile.TemporaryDirectory(prefix="kwmonitor-warm-up-") as scratch:
+        landing = Path(scratch) / "landing"
+        landing.mkdir()
+        for f in range(batches * parallelism):
+            text = "".join(f'{{"seq":{f * lines + i},"op":"warm-up","pad":"{pad}"}}\n' for i in range(lines))
+            (landing / f"{f * lines:020d}.ndjson").write_text(text, encoding="utf-8")
+        query = (
+            spark.readStream.format("text").option("maxFilesPerTrigger", parallelism).load(str(landing))
+            .writeStream.foreachBatch(parse_only)
+            .option("checkpointLocation", str(Path(scratch) / "checkpoint"))
+            .queryName("evaluator-warm-up")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+
+
+def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, max_rows: int | None = None) -> DataFrame:
+    """The streaming DataFrame (one ``value`` string column) of a plan's ``source``.
+
+    ``max_rows`` caps a micro-batch: exactly for the Redis stream, as
+    ``max_rows / 100`` files for a landing directory (ingest writes one file
+    per request, typically ~100 ops).
+    """
+    if source["kind"] == "landing":
+        path = Path(source["path"])
+        path.mkdir(parents=True, exist_ok=True)
+        reader = spark.readStream.format("text")
+        if max_rows:
+            reader = reader.option("maxFilesPerTrigger", max(1, max_rows // 100))
+        return reader.load(str(path))
+    if source["kind"] == "redis":
+        reader = spark.readStream.format("kwredis").option("url", redis_url).option("key", source["key"])
+        if max_rows:
+            reader = reader.option("maxRows", str(max_rows))
+        return reader.load()
+    raise ValueError(f"unknown source kind {source['kind']!r}")
+
+
+class BatchHandler:
+    """The ``foreachBatch`` function: executors parse, the evaluator applies and publishes."""
+
+    def __init__(self, evaluator: GroupEvaluator):
+        self.evaluator = evaluator
+        self.batches = 0
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        evaluator = self.evaluator
+        with evaluator.lock:
+            evaluator.refresh_plan()
+            plan = evaluator.plan
+            assert plan is not None
+            version = evaluator.plan_version
+            parser = make_parser(plan["stream"]["schema"], sorted(evaluator.keywords), evaluator.selection_plan())
+        started = time.perf_counter()
+        table = frame.mapInArrow(parser, PARSED_SCHEMA).toArrow()
+        rows, selection_stats = collect_ops(table)
+        parse_ms = (time.perf_counter() - started) * 1000
+        evaluator.apply_batch(batch_id, rows, parse_ms=parse_ms, selection_stats=selection_stats,
+                              parsed_with_version=version)
+        self.batches += 1
+
+
+def start_query(
+    spark: SparkSession,
+    evaluator: GroupEvaluator,
+    redis_url: str,
+    checkpoint_dir: str | Path,
+    trigger_seconds: float = 0.5,
+    available_now: bool = False,
+    max_rows: int | None = None,
+) -> StreamingQuery:
+    """Start the evaluator's streaming query from its checkpoint (the plan must be loaded)."""
+    plan = evaluator.plan
+    if plan is None:
+        raise RuntimeError("the evaluator has no plan")
+    frame = source_frame(spark, plan["stream"]["source"], redis_url, max_rows)
+    writer = (
+        frame.writeStream.foreachBatch(BatchHandler(evaluator))
+        .option("checkpointLocation", str(Path(checkpoint_dir) / "query"))
+        .queryName(f"evaluator-{evaluator.evaluator_id}")
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
+    return writer.start()

@@ -1,0 +1,63 @@
+"""Resume decisions of the live feeds, against a real Redis stream."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from kwmonitor.dashboard import feeds
+from kwmonitor.dashboard.feeds import StreamInfo, entry_id_order, is_entry_id
+from streaming import bus
+
+from .conftest import added
+
+pytestmark = pytest.mark.redis
+
+
+def test_entry_ids_compare_as_numbers():
+    assert entry_id_order("10-0") > entry_id_order("9-5") and entry_id_order("9-10") > entry_id_order("9-9")
+    assert is_entry_id("1732000000000-3") and not is_entry_id("1732000000000") and not is_entry_id("$")
+
+
+@pytest.mark.parametrize(
+    ("info", "cursor", "resumable"),
+    [
+        (StreamInfo(last_id="5-0", first_kept="1-0", complete=True), "0-0", True),
+        (StreamInfo(last_id="5-0", first_kept="3-0", complete=False), "2-0", False),  # (2-0, 3-0) may be trimmed
+        (StreamInfo(last_id="5-0", first_kept="3-0", complete=False), "3-0", True),
+        (StreamInfo(last_id="5-0", first_kept="1-0", complete=True), "6-0", False),  # unknown to this stream
+        (StreamInfo(last_id="5-0", first_kept="1-0", complete=True, max_deleted="4-0"), "3-0", False),
+        (StreamInfo(last_id="5-0", first_kept="1-0", complete=True, max_deleted="4-0"), "4-0", True),
+    ],
+)
+def test_can_resume_only_when_nothing_after_the_cursor_is_gone(info, cursor, resumable):
+    assert info.can_resume_from(cursor) is resumable
+
+
+def first_messages(redis_url: str, query_id: int, after: str | None, n: int) -> list[dict]:
+    async def run():
+        client = Redis.from_url(redis_url, decode_responses=True)
+        messages = feeds.query_messages(client, query_id, after, block_ms=100)
+        try:
+            return [await messages.__anext__() for _ in range(n)]
+        finally:
+            await messages.aclose()
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
+def test_a_deleted_change_after_the_cursor_forces_a_snapshot(redis_client, redis_url):
+    bus.publish_changes(redis_client, 3, [added(3, i) for i in range(4)])
+    ids = [e for e, _ in redis_client.xrange(bus.Keys.changes(3))]
+    assert [m["id"] for m in first_messages(redis_url, 3, ids[1], 2)] == ids[2:]
+    redis_client.xdel(bus.Keys.changes(3), ids[2])
+    (message,) = first_messages(redis_url, 3, ids[1], 1)
+    assert message["type"] == "snapshot" and message["last_id"] == ids[3]
+
+
+def test_an_id_from_a_vanished_stream_gets_a_snapshot(redis_client, redis_url):
+    (message,) = first_messages(redis_url, 4, "1732000000000-0", 1)
+    assert message == {"type": "snapshot", "query": 4, "last_id": "0-0", "results": []}

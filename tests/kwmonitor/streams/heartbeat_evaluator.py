@@ -1,0 +1,60 @@
+"""A real long-lived evaluator stand-in for supervision tests.
+
+It takes the evaluator's command-line contract (``--evaluator ID --redis-url
+URL --checkpoint-dir DIR [--master M]``), reads its plan, writes a heartbeat
+every ``--interval`` seconds and exits cleanly on SIGTERM, like the Spark
+evaluator, without starting Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from streaming import bus  # noqa: E402
+from streaming.events import EvaluatorStatus  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--evaluator", type=int, required=True)
+    parser.add_argument("--redis-url", required=True)
+    parser.add_argument("--checkpoint-dir", required=True)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--interval", type=float, default=0.3)
+    args = parser.parse_args()
+    client = bus.connect(args.redis_url)
+    stopping = False
+
+    def on_term(signum, frame) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    Path(args.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    while True:
+        plan = bus.read_plan(client, args.evaluator) or {}
+        status = EvaluatorStatus(
+            evaluator=args.evaluator,
+            stream=plan.get("stream", {}).get("id", 0),
+            status="stopped" if stopping else "running",
+            pid=os.getpid(),
+            plan_version=plan.get("version", 0),
+            ts=time.time(),
+        )
+        if stopping:
+            bus.publish_stream_event(client, status.stream, status)
+            client.delete(bus.Keys.heartbeat(args.evaluator))
+            return 0
+        bus.write_heartbeat(client, status)
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

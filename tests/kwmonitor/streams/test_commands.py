@@ -1,0 +1,85 @@
+import pytest
+from django.core.management import CommandError, call_command
+
+from kwmonitor.ingest.service import Ingestor
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.demo import DEMO_QUERIES, load_demo
+from kwmonitor.streams.history import HistoryPersister
+from kwmonitor.streams.models import DeadLetterRecord, Evaluator, HistoryCursor, ResultEvent, Stream
+from kwmonitor.streams.supervisor import process_alive
+from streaming import bus
+from streaming.events import DeadLetter, ResultAdded, ResultView, TupleView, result_key
+
+from .conftest import HEARTBEAT_COMMAND
+
+
+@pytest.mark.django_db
+def test_load_demo_is_idempotent_and_keeps_an_existing_password(django_user_model, capsys):
+    call_command("load_demo", "--password", "first-pass-1")
+    assert "user 'demo' password first-pass-1" in capsys.readouterr().out
+    call_command("load_demo")
+    assert "password (unchanged)" in capsys.readouterr().out
+    user = django_user_model.objects.get(username="demo")
+    assert user.is_staff and user.check_password("first-pass-1")
+    stream = Stream.objects.get(name="shop")
+    queries = KeywordQuery.objects.filter(stream=stream).order_by("pk")
+    assert [(q.name, q.keywords, q.tmax) for q in queries] == [(n, k, t) for n, k, t, _, _ in DEMO_QUERIES]
+    for query in queries:
+        query.full_clean()
+    assert queries[1].predicates.get().plan_entry() == {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    assert Evaluator.objects.get(stream=stream).desired == "stopped"
+
+
+@pytest.mark.django_db
+def test_a_new_demo_user_gets_a_generated_password():
+    demo = load_demo(username="visitor")
+    assert demo.password and len(demo.password) >= 10
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_start_and_stop_evaluator_commands(shop, settings, tmp_path, reap_evaluators, capsys):
+    settings.EVALUATOR_COMMAND = HEARTBEAT_COMMAND
+    settings.CHECKPOINT_DIR = tmp_path
+    settings.EVALUATOR_LOG_DIR = tmp_path / "log"
+    call_command("start_evaluator", "shop")
+    evaluator = Evaluator.objects.get(stream=shop)
+    reap_evaluators.append(evaluator.pid)
+    assert process_alive(evaluator.pid, evaluator.process_start) and evaluator.desired == "running"
+    assert f"pid {evaluator.pid}" in capsys.readouterr().out
+    call_command("stop_evaluator", str(shop.pk))
+    assert not process_alive(evaluator.pid)
+    evaluator.refresh_from_db()
+    assert (evaluator.desired, evaluator.status, evaluator.pid) == ("stopped", "stopped", None)
+    with pytest.raises(CommandError, match="no stream 'nope'"):
+        call_command("start_evaluator", "nope")
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings, tmp_path, redis_client, monkeypatch):
+    settings.LANDING_DIR = tmp_path / "landing"
+    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
+    query = KeywordQuery.objects.get(stream=shop, enabled=True)
+    evaluator = Evaluator.objects.get(stream=shop)
+    op = '{"op": "insert", "relation": "Customer", "tuple": {"cid": 1, "name": "Ann", "state": "Texas"}, "ts": 0}'
+    assert Ingestor(shop).ingest([op, op.replace('"cid": 1', '"cid": 2')]).seqs == [0, 1]
+    result = ResultView(key=result_key([["Customer", 1]], []), tuples=[TupleView(relation="Customer", key=1)], edges=[])
+    bus.publish_changes(redis_client, query.pk, [ResultAdded(query=query.pk, seq=0, result=result)])
+    bus.publish_stream_event(redis_client, shop.pk, DeadLetter(stream=shop.pk, seq=1, line=op, reason="late", ts=1.0))
+    HistoryPersister(redis_client).run()
+    evaluator.checkpoint_dir().mkdir(parents=True)
+    assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == 1
+
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    with pytest.raises(CommandError, match="cancelled"):
+        call_command("reset_stream", "shop")
+    assert bus.read_snapshot(redis_client, query.pk)[1] == [result]
+
+    call_command("reset_stream", "shop", "--no-input")
+    assert bus.read_snapshot(redis_client, query.pk) == ("0-0", [])
+    assert bus.read_stream_events(redis_client, shop.pk) == []
+    assert not shop.landing_path().exists() and not evaluator.checkpoint_dir().exists()
+    assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == HistoryCursor.objects.count() == 0
+    assert bus.read_plan(redis_client, evaluator.pk)["queries"]  # configuration kept
+    assert Ingestor(shop).ingest([op]).seqs == [0]

@@ -1,0 +1,74 @@
+"""The history persister copies the Redis change and event streams into the database."""
+
+import pytest
+
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.history import HistoryPersister
+from kwmonitor.streams.models import (
+    DeadLetterRecord,
+    DroppingSample,
+    HistoryCursor,
+    MetricSample,
+    RearrangementRecord,
+    ResultEvent,
+)
+from streaming import bus
+from streaming.events import (
+    BatchMetrics,
+    DeadLetter,
+    DroppingRatio,
+    EvaluatorStatus,
+    Rearrangement,
+    ResultAdded,
+    ResultRemoved,
+    ResultView,
+    TupleView,
+    result_key,
+)
+
+pytestmark = [pytest.mark.redis, pytest.mark.django_db]
+
+
+def result(cid: int) -> ResultView:
+    tuples = [("Customer", cid)]
+    return ResultView(key=result_key(tuples, []), tuples=[TupleView(relation="Customer", key=cid, hits=["texas"])], edges=[])
+
+
+def test_changes_are_persisted_once_in_order_across_runs(shop, redis_client):
+    query = KeywordQuery.objects.get(name="dress in texas")
+    bus.publish_changes(redis_client, query.pk, [ResultAdded(query=query.pk, seq=i, result=result(i)) for i in range(5)])
+    persister = HistoryPersister(redis_client, batch=2)
+    assert persister.run()["results"] == 5
+    assert persister.run()["results"] == 0
+    bus.publish_changes(redis_client, query.pk, [ResultRemoved(query=query.pk, seq=9, result=result(3))])
+    assert persister.run()["results"] == 1
+    rows = list(ResultEvent.objects.filter(query=query).order_by("id"))
+    assert [(r.type, r.seq) for r in rows] == [("result.add", i) for i in range(5)] + [("result.remove", 9)]
+    entries = redis_client.xrange(bus.Keys.changes(query.pk))
+    assert [r.entry_id for r in rows] == [entry_id for entry_id, _ in entries]
+    assert rows[-1].result["tuples"][0] == {"relation": "Customer", "key": 3, "values": {}, "hits": ["texas"]}
+    assert HistoryCursor.objects.get(key=bus.Keys.changes(query.pk)).last_id == entries[-1][0]
+
+
+def test_stream_events_go_to_their_tables_and_status_is_not_kept(shop, redis_client):
+    events = [
+        EvaluatorStatus(evaluator=1, stream=shop.pk, status="running", ts=1.0),
+        BatchMetrics(evaluator=1, stream=shop.pk, batch_id=7, input_rows=100, rows_per_second=50.0, duration_ms=2000.0,
+                     breakdown_ms={"parse": 5.0}, dead_letters=1, state={"1": {"results": 3}}, ts=2.0),
+        DeadLetter(stream=shop.pk, seq=4, line='{"op": "x"}', reason="unknown op 'x'", ts=3.0),
+        DroppingRatio(stream=shop.pk, relation="Order", period=2, tuples=10, dropped=4, ratio=0.4, ts=4.0),
+        Rearrangement(stream=shop.pk, relation="Order", old_sequence=["a", "b"], new_sequence=["b", "a"],
+                      d_init=0.5, d_cur=0.2, mu=0.1, ts=5.0),
+    ]
+    for event in events:
+        bus.publish_stream_event(redis_client, shop.pk, event)
+    redis_client.xadd(bus.Keys.stream_events(shop.pk), {"data": '{"type": "nonsense"}'})
+    assert HistoryPersister(redis_client).run()["stream_events"] == 4
+    metric = MetricSample.objects.get(stream=shop)
+    assert (metric.batch_id, metric.input_rows, metric.breakdown_ms, metric.state) == (7, 100, {"parse": 5.0}, {"1": {"results": 3}})
+    assert metric.ts.timestamp() == 2.0
+    assert DeadLetterRecord.objects.get(stream=shop).reason == "unknown op 'x'"
+    assert DroppingSample.objects.get(stream=shop).ratio == 0.4
+    assert RearrangementRecord.objects.get(stream=shop).new_sequence == ["b", "a"]
+    # the malformed entry is skipped, and the cursor is past it
+    assert HistoryPersister(redis_client).run()["stream_events"] == 0

@@ -1,0 +1,178 @@
+"""The supervisor on real processes: start, death, silence, backoff, stop."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from kwmonitor.streams.models import Evaluator
+from kwmonitor.streams.supervisor import (
+    Supervisor,
+    SupervisorSettings,
+    backoff_seconds,
+    process_alive,
+    process_start_ticks,
+)
+from streaming import bus
+from streaming.events import EvaluatorStatus
+
+from .conftest import HEARTBEAT_COMMAND
+
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for(predicate, timeout: float = 10.0, step: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s")
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path) -> Supervisor:
+    return Supervisor(SupervisorSettings(
+        command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=1.0, start_grace=5.0, stable_after=60.0,
+        backoff=0.5, backoff_max=4.0, stop_timeout=5.0, log_dir=tmp_path / "log",
+    ))
+
+
+@pytest.fixture
+def evaluator(shop, settings, tmp_path) -> Evaluator:
+    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
+    return Evaluator.objects.get(stream=shop)
+
+
+def statuses(redis_client, stream_id: int) -> list[str]:
+    return [e.status for _, e in bus.read_stream_events(redis_client, stream_id) if e.type == "evaluator.status"]
+
+
+def test_process_identity_is_pid_and_start_time():
+    me = os.getpid()
+    assert process_alive(me) and process_alive(me, process_start_ticks(me))
+    assert not process_alive(me, process_start_ticks(me) + 1)  # same pid, another process
+    assert not process_alive(None) and process_start_ticks(2**22 + 1) is None
+
+
+def test_backoff_doubles_up_to_the_cap():
+    assert [backoff_seconds(n, 2.0, 30.0) for n in range(1, 7)] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_start_launches_a_detached_process_with_the_plan_written(supervisor, evaluator, redis_client, reap_evaluators):
+    started = supervisor.start(evaluator.pk)
+    reap_evaluators.append(started.pid)
+    started.refresh_from_db()
+    assert started.desired == "running" and started.status == "starting"
+    assert process_alive(started.pid, started.process_start)
+    assert started.command[2:4] == ["--evaluator", str(evaluator.pk)]
+    parent = int(Path(f"/proc/{started.pid}/stat").read_text().rpartition(")")[2].split()[1])
+    assert parent != os.getpid() and os.getsid(started.pid) == started.pid  # detached, in its own session
+    plan = bus.read_plan(redis_client, evaluator.pk)
+    assert plan["version"] == started.plan_version
+    assert [q["keywords"] for q in plan["queries"]] == [["dress", "texas"]]
+    # once it beats, supervision records it as running and publishes the status
+    wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
+    assert supervisor.supervise() == [(evaluator.pk, "running")]
+    started.refresh_from_db()
+    assert started.status == "running" and started.heartbeat_at is not None
+    assert started.running_plan_version == started.plan_version
+    assert statuses(redis_client, evaluator.stream_id) == ["starting", "running"]
+    # starting again while it runs does not launch a second process
+    assert supervisor.start(evaluator.pk).pid == started.pid
+
+
+def test_a_killed_process_is_restarted_after_the_backoff(supervisor, evaluator, redis_client, reap_evaluators):
+    first = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(first)
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: not process_alive(first))
+    assert supervisor.supervise() == [(evaluator.pk, "died")]
+    evaluator.refresh_from_db()
+    assert evaluator.status == "failed" and evaluator.pid is None and evaluator.failures == 1
+    assert "exited" in evaluator.last_error
+    assert supervisor.supervise() == []  # still within the backoff
+    wait_for(lambda: timezone.now() >= evaluator.next_restart_at)
+    assert supervisor.supervise() == [(evaluator.pk, "launched")]
+    evaluator.refresh_from_db()
+    reap_evaluators.append(evaluator.pid)
+    assert evaluator.pid != first and process_alive(evaluator.pid, evaluator.process_start)
+    assert evaluator.status == "restarting" and evaluator.restarts == 1
+    assert statuses(redis_client, evaluator.stream_id) == ["starting", "failed", "restarting"]
+
+
+def test_a_silent_process_is_killed_and_restarted(supervisor, evaluator, redis_client, reap_evaluators):
+    pid = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(pid)
+    wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
+    supervisor.supervise()
+    os.kill(pid, signal.SIGSTOP)  # alive but silent
+    redis_client.delete(bus.Keys.heartbeat(evaluator.pk))  # as if its TTL ran out
+    now = timezone.now()
+    Evaluator.objects.filter(pk=evaluator.pk).update(
+        started_at=now - dt.timedelta(seconds=10), heartbeat_at=now - dt.timedelta(seconds=2)
+    )
+    assert supervisor.supervise() == [(evaluator.pk, "silent")]
+    wait_for(lambda: not process_alive(pid))
+    evaluator.refresh_from_db()
+    assert evaluator.status == "failed" and evaluator.last_error.startswith("no heartbeat")
+
+
+def test_stop_terminates_cleanly_and_supervision_keeps_it_stopped(supervisor, evaluator, redis_client, reap_evaluators):
+    pid = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(pid)
+    wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
+    stopped = supervisor.stop(evaluator.pk)
+    assert stopped.desired == "stopped" and stopped.status == "stopped" and stopped.pid is None
+    assert not process_alive(pid)
+    assert statuses(redis_client, evaluator.stream_id)[-3:] == ["stopping", "stopped", "stopped"]
+    assert supervisor.supervise() == []
+
+
+
+def test_a_process_beating_starting_is_running_only_once_it_says_so(supervisor, evaluator, redis_client):
+    # This test process stands for the evaluator: alive, with its own command line.
+    me = os.getpid()
+    Evaluator.objects.filter(pk=evaluator.pk).update(
+        desired="running", status="starting", pid=me, host=supervisor.hostname, process_start=process_start_ticks(me),
+        started_at=timezone.now(),
+    )
+    beat = dict(evaluator=evaluator.pk, stream=evaluator.stream_id, pid=me, ts=time.time())
+    bus.write_heartbeat(redis_client, EvaluatorStatus(status="starting", **beat))
+    assert supervisor.supervise() == []
+    evaluator.refresh_from_db()
+    assert evaluator.status == "starting" and evaluator.heartbeat_at is not None
+    bus.write_heartbeat(redis_client, EvaluatorStatus(status="running", **beat))
+    assert supervisor.supervise() == [(evaluator.pk, "running")]
+    assert supervisor.supervise() == []
+    # a heartbeat left by another (older) process does not count for this one
+    Evaluator.objects.filter(pk=evaluator.pk).update(status="starting")
+    bus.write_heartbeat(redis_client, EvaluatorStatus(status="running", **dict(beat, pid=me + 1)))
+    assert supervisor.supervise() == []
+    evaluator.refresh_from_db()
+    assert evaluator.status == "starting"
+
+
+def test_an_evaluator_on_another_host_is_left_to_that_host(supervisor, evaluator, redis_client):
+    me = os.getpid()  # stands for a process on another host: never signalled from here
+    Evaluator.objects.filter(pk=evaluator.pk).update(
+        desired="running", status="running", pid=me, host="elsewhere", process_start=process_start_ticks(me),
+        started_at=timezone.now(), heartbeat_at=timezone.now(),
+    )
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=evaluator.stream_id, status="running",
+                                                      pid=me, ts=time.time()))
+    assert supervisor.supervise() == []  # beating: alive, wherever it is
+    stopped = supervisor.stop(evaluator.pk)
+    assert (stopped.desired, stopped.status, stopped.pid) == ("stopped", "stopping", me)
+    assert supervisor.supervise() == []  # still beating: its host's supervisor stops it
+    redis_client.delete(bus.Keys.heartbeat(evaluator.pk))
+    assert supervisor.supervise() == [(evaluator.pk, "marked stopped")]
+    evaluator.refresh_from_db()
+    assert (evaluator.status, evaluator.pid) == ("stopped", None) and process_alive(me)

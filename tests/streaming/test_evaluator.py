@@ -1,0 +1,388 @@
+"""The group evaluator against real Redis: same changes as the engine, restarts, live plan, dead letters."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from streaming import bus
+from streaming.engine import KeywordEngine
+from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
+from streaming.ops import OpRejected, parse_op
+from streaming.schema import Schema
+from streaming.sources import stamp
+from streaming.workloads.ecommerce import SCHEMA_DOC as SCHEMA
+
+pytestmark = pytest.mark.redis
+
+
+
+def ins(rel, ts, **values):
+    return {"op": "insert", "relation": rel, "tuple": values, "ts": ts}
+
+
+def dele(rel, key, ts):
+    return {"op": "delete", "relation": rel, "key": key, "ts": ts}
+
+
+# The worked example of DESIGN.md's shared examples, with its three bad ops.
+OPS = [
+    ins("Customer", 0, cid=1, name="Ann Lee", state="Texas"),
+    ins("Customer", 1, cid=2, name="Bo Chen", state="Ohio"),
+    ins("Customer", 2, cid=3, name="Cy Diaz", state="TEXAS"),
+    ins("Product", 3, pid=1, title="Summer dress", price=40.0),
+    ins("Product", 4, pid=2, title="Sun hat", price=15.0),
+    ins("Product", 5, pid=3, title="Beach bundle", price=55.0),
+    ins("Product", 6, pid=4, title="Dress shoes", price=70.0),
+    ins("Order", 7, oid=1, cid=1, pid=1, note=""),
+    ins("Order", 8, oid=2, cid=2, pid=1, note="gift for texas cousin"),
+    ins("Order", 9, oid=3, cid=3, pid=2, note=""),
+    ins("Group", 10, gid=1, pid=3, sid=1),
+    ins("Group", 11, gid=2, pid=3, sid=2),
+    ins("Order", 12, oid=4, cid=1, pid=3, note=""),
+    ins("Order", 13, oid=4, cid=2, pid=2, note=""),
+    dele("Order", 99, 13),
+    ins("Shipment", 13, id=1),
+    ins("Order", 14, oid=5, cid=3, pid=4, note="dress for texas"),
+    ins("Customer", 15, cid=4, name="Di Texas-Dress", state="Utah"),
+    dele("Group", 1, 16),
+    ins("Order", 17, oid=6, cid=2, pid=3, note=""),
+    ins("Group", 18, gid=3, pid=3, sid=4),
+    dele("Order", 1, 19),
+    ins("Product", 20, pid=5, title="dress dress", price=30.0),
+    ins("Order", 21, oid=7, cid=1, pid=5, note=""),
+    ins("Group", 22, gid=4, pid=5, sid=5),
+    ins("Order", 40, oid=8, cid=3, pid=1, note=""),
+    ins("Order", 41, oid=9, cid=1, pid=4, note=""),
+    dele("Customer", 3, 42),
+    ins("Product", 43, pid=6, title="Texas dress", price=20.0),
+]
+LINES = [stamp(i, json.dumps(op, separators=(",", ":"))) for i, op in enumerate(OPS)]
+
+
+
+
+def plan(version, *queries):
+    return {"version": version, "evaluator": 1,
+            "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "kw:stream:2:ops"}},
+            "queries": list(queries)}
+
+
+def query(qid, keywords=("dress", "texas"), tmax=5, window=None, predicates=()):
+    return {"id": qid, "keywords": list(keywords), "tmax": tmax, "window_seconds": window, "predicates": list(predicates)}
+
+
+def parsed(redis_client, lines):
+    schema = Schema.from_dict(SCHEMA)
+    keywords = group_keywords(bus.read_plan(redis_client, 1))
+    return [parse_stored_line(line, schema, keywords) for line in lines]
+
+
+def reference(ops, keywords=("dress", "texas"), tmax=5, window=None, keep=lambda op: True):
+    """What ``python -m streaming run`` reports: seq -> sorted (type, result key)."""
+    schema = Schema.from_dict(SCHEMA)
+    engine = KeywordEngine(schema, list(keywords), tmax, window)
+    out = defaultdict(list)
+    for seq, raw in enumerate(ops):
+        try:
+            op = parse_op(raw, schema)
+        except OpRejected:
+            continue
+        if not keep(op):
+            continue
+        try:
+            changes = engine.apply(op)
+        except OpRejected:
+            continue
+        for c in changes:
+            out[seq].append((c.type, result_key(c.result.tuples, c.result.edges)))
+    return {seq: sorted(v) for seq, v in out.items()}, {result_key(r.tuples, r.edges) for r in engine.snapshot()}
+
+
+def published(redis_client, qid):
+    out = defaultdict(list)
+    live: set[str] = set()
+    for _, change in bus.read_changes(redis_client, qid, "0-0", count=100_000):
+        kind = "add" if change.type == "result.add" else "remove"
+        assert (kind == "add") != (change.result.key in live), f"{kind} of {change.result.key} breaks the live set"
+        live.symmetric_difference_update({change.result.key})
+        out[change.seq].append((kind, change.result.key))
+    return {seq: sorted(v) for seq, v in out.items()}, live
+
+
+def stream_events(redis_client, cls):
+    return [e for _, e in bus.read_stream_events(redis_client, 2, count=10_000) if isinstance(e, cls)]
+
+
+def test_changes_equal_the_engine_per_seq_and_bad_ops_are_dead_letters(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    for batch_id, start in enumerate(range(0, len(LINES), 7)):
+        ev.apply_batch(batch_id, parsed(redis_client, LINES[start:start + 7]))
+    expected, expected_live = reference(OPS)
+    got, live = published(redis_client, 5)
+    assert got == expected
+    assert live == expected_live == {r.key for r in bus.read_snapshot(redis_client, 5)[1]}
+    dead = stream_events(redis_client, DeadLetter)
+    assert [(d.seq, d.reason.split(":")[0]) for d in dead] == [
+        (13, "insert of live key 4 of Order"), (14, "delete of missing key 99 of Order"), (15, "unknown relation 'Shipment'")]
+    metrics = stream_events(redis_client, BatchMetrics)
+    assert [m.input_rows for m in metrics] == [7, 7, 7, 7, 1]
+    assert sum(m.dead_letters for m in metrics) == 3
+    assert metrics[-1].state["5"]["live_results"] == len(expected_live)
+
+
+def test_result_views_carry_values_and_hits(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    ev.apply_batch(0, parsed(redis_client, LINES[:9]))
+    views = {tuple(t.key for t in r.tuples): r for r in bus.read_snapshot(redis_client, 5)[1]}
+    order2 = views[(2, 1)]
+    assert order2.tuples[0].relation == "Order" and order2.tuples[0].values["note"] == "gift for texas cousin"
+    assert order2.tuples[0].hits == ["texas"] and order2.tuples[1].hits == ["dress"]
+
+
+def test_window_and_unsorted_batches(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(6, tmax=4, window=30.0)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, list(reversed(rows[:20])))
+    ev.apply_batch(1, rows[20:])
+    expected, expected_live = reference(OPS, tmax=4, window=30.0)
+    got, live = published(redis_client, 6)
+    assert got == expected and live == expected_live
+
+
+def test_replayed_batch_is_not_applied_twice(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, rows[:15])
+    ev.apply_batch(0, rows[:15])
+    ev.apply_batch(1, rows[10:])
+    assert published(redis_client, 5)[0] == reference(OPS)[0]
+    assert len(stream_events(redis_client, DeadLetter)) == 3
+
+
+@pytest.mark.parametrize("cut", [9, 16, 24])
+def test_restart_rebuilds_from_the_persisted_tuples(redis_client, cut):
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(6, tmax=4, window=30.0)))
+    first = GroupEvaluator(redis_client, 1)
+    first.start()
+    rows = parsed(redis_client, LINES)
+    first.apply_batch(0, rows[:cut])
+    second = GroupEvaluator(redis_client, 1)  # the process died; a new one starts from Redis
+    second.start()
+    second.apply_batch(0, rows[cut - 3:])  # Spark replays an uncommitted batch
+    for qid, kwargs in ((5, {}), (6, {"tmax": 4, "window": 30.0})):
+        expected, expected_live = reference(OPS, **kwargs)
+        got, live = published(redis_client, qid)
+        assert got == expected and live == expected_live
+
+
+def test_crash_after_persist_before_publish_is_reconciled(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    first = GroupEvaluator(redis_client, 1)
+    first.start()
+    rows = parsed(redis_client, LINES)
+    first.apply_batch(0, rows[:12])
+    for row in rows[12:20]:  # applied and persisted, but the process dies before publishing
+        if row.op is not None:
+            first._apply(row)
+        first.applied_seq = row.seq
+    first._persist()
+    second = GroupEvaluator(redis_client, 1)
+    second.start()
+    second.apply_batch(1, rows[12:])
+    _, expected_live = reference(OPS)
+    assert published(redis_client, 5)[1] == expected_live
+
+
+def test_plan_changes_at_batch_boundaries(redis_client):
+    rows = parsed(redis_client, LINES)
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    ev.apply_batch(0, rows[:20])
+    # a query joins with data in the window: static evaluation over the stored tuples
+    bus.write_plan(redis_client, 1, plan(2, query(5), query(7, keywords=("dress",), tmax=3)))
+    assert ev.refresh_plan()
+    assert published(redis_client, 7)[1] == reference(OPS[:20], keywords=("dress",), tmax=3)[1]
+    # an edited query restarts; its published set follows the new definition
+    bus.write_plan(redis_client, 1, plan(3, query(5, tmax=3), query(7, keywords=("dress",), tmax=3)))
+    ev.apply_batch(1, rows[20:25])
+    assert published(redis_client, 5)[1] == reference(OPS[:25], tmax=3)[1]
+    # a removed query ends: every live result gets a remove, the history stays
+    bus.write_plan(redis_client, 1, plan(4, query(7, keywords=("dress",), tmax=3)))
+    ev.apply_batch(2, rows[25:])
+    assert published(redis_client, 5)[1] == set() and bus.read_snapshot(redis_client, 5)[1] == []
+    assert published(redis_client, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
+    assert ev.plan_version == 4
+
+
+def test_predicates_filter_the_tuples_a_query_sees(redis_client):
+    price = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    bus.write_plan(redis_client, 1, plan(1, query(8, predicates=[price])))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    ev.apply_batch(0, parsed(redis_client, LINES))
+    keep = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] >= 40
+    expected, expected_live = reference(OPS, keep=keep)
+    got, live = published(redis_client, 8)
+    assert got == expected and live == expected_live
+    assert all(t.values["price"] >= 40 for r in bus.read_snapshot(redis_client, 8)[1] for t in r.tuples if t.relation == "Product")
+
+
+def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    bad = ['{"op":"insert"', stamp(0, '{"op":"insert","relation":"Customer","tuple":{"cid":"x"},"ts":0}'), LINES[1]]
+    ev.apply_batch(0, parsed(redis_client, bad))
+    reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
+    assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
+    assert ev.store and ev.applied_seq == 1
+
+
+def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):
+    """Query sets computed by the selection constructs (as on executors) give the naive result."""
+    from streaming.spark.parse import collect_ops, make_parser
+    import pyarrow as pa
+
+    price = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    cheap = {"relation": "Product", "attribute": "price", "op": "<", "value": 20}
+    bus.write_plan(redis_client, 1, plan(1, query(8, predicates=[price]), query(9, keywords=("hat",), tmax=2, predicates=[cheap])))
+    ev = GroupEvaluator(redis_client, 1, asc_sequence="macro", asc_period=3, asc_mu=0.0)
+    ev.start()
+    selected = []
+    for batch_id, start in enumerate(range(0, len(LINES), 10)):
+        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
+        rows, stats = collect_ops(table)
+        selected += [r.queries for r in rows if r.queries is not None]
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+    keep = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] >= 40
+    assert published(redis_client, 8) == reference(OPS, keep=keep)
+    keep_cheap = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] < 20
+    assert published(redis_client, 9) == reference(OPS, keywords=("hat",), tmax=2, keep=keep_cheap)
+    # prices 40, 15, 55, 70, 30, 20: the last two satisfy neither query and reach no engine
+    assert selected == [(8,), (9,), (8,), (8,), (), ()]
+    assert sum(m.state["stream"]["dropped_by_selection"] for m in stream_events(redis_client, BatchMetrics)) == 2
+    ratios = stream_events(redis_client, DroppingRatio)
+    assert [(r.relation, r.tuples, r.dropped) for r in ratios] == [("Product", 4, 0)]  # the first period of 3+ tuples
+    assert [r.relation for r in stream_events(redis_client, Rearrangement)] == ["Product"]
+
+
+def test_a_bad_query_is_reported_and_the_others_still_run(redis_client):
+    bad = {"relation": "Product", "attribute": "weight", "op": ">", "value": 1}
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(6, predicates=[bad])))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    metrics = ev.apply_batch(0, parsed(redis_client, LINES))
+    assert "weight" in metrics.state["stream"]["query_errors"]["6"]
+    assert published(redis_client, 5) == reference(OPS)
+    assert published(redis_client, 6) == ({}, set())
+
+
+EXPENSIVE = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+TEXAN = {"relation": "Customer", "attribute": "state", "op": "=", "value": "Texas"}
+
+
+def filter_reference(ops, keep, window=None):
+    """A filter subscription, naively: stream-level rejects, then every kept tuple alive in the window."""
+    schema = Schema.from_dict(SCHEMA)
+    out = defaultdict(list)
+    stored, matching, last = set(), {}, None
+    for seq, raw in enumerate(ops):
+        try:
+            op = parse_op(raw, schema)
+        except OpRejected:
+            continue
+        ident = (op.relation, op.key)
+        if (last is not None and op.ts < last) or (op.kind == "insert") == (ident in stored):
+            continue
+        last = op.ts
+        for other, since in sorted(matching.items(), key=lambda item: item[1]):
+            if window is not None and since + window <= op.ts:
+                del matching[other]
+                out[seq].append(("remove", result_key([other], [])))
+        if op.kind == "insert":
+            stored.add(ident)
+            if keep(op):
+                matching[ident] = op.ts
+                out[seq].append(("add", result_key([ident], [])))
+        else:
+            stored.discard(ident)
+            if matching.pop(ident, None) is not None:
+                out[seq].append(("remove", result_key([ident], [])))
+    return {seq: sorted(v) for seq, v in out.items()}, {result_key([ident], []) for ident in matching}
+
+
+def expensive(op):
+    return op.relation == "Product" and op.values["price"] >= 40
+
+
+def expensive_or_texan(op):
+    return expensive(op) or (op.relation == "Customer" and op.values["state"] == "Texas")
+
+
+def test_filter_subscriptions_next_to_a_keyword_query(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(7, keywords=(), predicates=[EXPENSIVE]),
+                                         query(8, keywords=(), window=5.0, predicates=[EXPENSIVE, TEXAN])))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    for batch_id, start in enumerate(range(0, len(LINES), 7)):
+        metrics = ev.apply_batch(batch_id, parsed(redis_client, LINES[start:start + 7]))
+    assert published(redis_client, 5) == reference(OPS)
+    assert published(redis_client, 7) == filter_reference(OPS, expensive)
+    assert published(redis_client, 7)[1] == {result_key([("Product", pid)], []) for pid in (1, 3, 4)}
+    windowed = filter_reference(OPS, expensive_or_texan, window=5.0)
+    assert published(redis_client, 8) == windowed
+    assert any(kind == "remove" for changes in windowed[0].values() for kind, _ in changes)
+    views = bus.read_snapshot(redis_client, 7)[1]
+    assert [(t.relation, t.key, t.values["price"], t.hits) for r in views for t in r.tuples] == [
+        ("Product", 1, 40.0, []), ("Product", 3, 55.0, []), ("Product", 4, 70.0, [])]
+    assert all(r.edges == [] for r in views)
+    state = metrics.state["7"]
+    assert state["engine"] == "filter" and state["live_results"] == 3
+    # only the relations it filters reach a filter subscription's engine
+    assert state["live_tuples"] == {"Customer": 0, "Product": 3, "Order": 0, "Group": 0}
+    assert metrics.state["8"]["relations"] == ["Customer", "Product"]
+    # a restart rebuilds the same live sets without publishing any change
+    restarted = GroupEvaluator(redis_client, 1)
+    restarted.start()
+    assert published(redis_client, 7) == filter_reference(OPS, expensive)
+    assert published(redis_client, 8) == windowed
+
+
+def test_executor_selection_routes_filter_subscriptions(redis_client):
+    from streaming.spark.parse import collect_ops, make_parser
+    import pyarrow as pa
+
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(7, keywords=(), predicates=[EXPENSIVE])))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    for batch_id, start in enumerate(range(0, len(LINES), 10)):
+        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
+        rows, stats = collect_ops(table)
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+    assert published(redis_client, 5) == reference(OPS)
+    assert published(redis_client, 7) == filter_reference(OPS, expensive)
+    assert ev.queries[7].engine.store.counts() == {"Customer": 0, "Product": 3, "Order": 0, "Group": 0}
+
+
+def test_a_query_with_neither_keywords_nor_predicates_is_reported(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(6, keywords=())))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    metrics = ev.apply_batch(0, parsed(redis_client, LINES))
+    assert "without keywords needs predicates" in metrics.state["stream"]["query_errors"]["6"]
+    assert 6 not in ev.queries and published(redis_client, 5) == reference(OPS)

@@ -1,0 +1,116 @@
+"""Op sources: seqs assigned once and in order, atomic landing files, Redis stream appends."""
+
+import json
+import threading
+
+import pytest
+
+from streaming import bus, sources
+from streaming.bus import Keys
+
+OPS = [
+    json.dumps({"op": "insert", "relation": "A", "tuple": {"id": i, "t": "x"}, "ts": float(i)}, separators=(",", ":"))
+    for i in range(5)
+]
+
+
+
+
+
+def test_stamp_puts_seq_first_and_split_inverts_it():
+    line = sources.stamp(7, '{"op":"delete","relation":"A","key":1,"ts":2}')
+    assert line.startswith('{"seq":7,')
+    assert sources.split_seq(line) == (7, {"op": "delete", "relation": "A", "key": 1, "ts": 2})
+    assert sources.stamp(3, "{ }") == '{"seq":3}'
+    with pytest.raises(ValueError):
+        sources.stamp(1, "[1]")
+
+
+@pytest.mark.parametrize("bad", ["nope", "[1]", '{"op":"insert"}', '{"seq":-1}', '{"seq":true}', '{"seq":"3"}'])
+def test_split_seq_rejects_lines_without_a_valid_seq(bad):
+    with pytest.raises(sources.SourceError):
+        sources.split_seq(bad)
+
+
+@pytest.mark.redis
+def test_landing_writer_assigns_consecutive_seqs_from_zero(redis_client, tmp_path):
+    writer = sources.LandingWriter(redis_client, 3, tmp_path / "3")
+    assert writer.write(OPS[:2]) == [0, 1]
+    assert writer.write(OPS[2:]) == [2, 3, 4]
+    assert writer.write([]) == []
+    names = sorted(p.name for p in (tmp_path / "3").iterdir())
+    assert names == [f"{0:020d}.ndjson", f"{2:020d}.ndjson"]
+    lines = list(sources.read_landing(tmp_path / "3"))
+    assert [sources.split_seq(line)[0] for line in lines] == [0, 1, 2, 3, 4]
+    assert [sources.split_seq(line)[1] for line in lines] == [json.loads(op) for op in OPS]
+
+
+@pytest.mark.redis
+def test_seqs_survive_a_new_writer(redis_client, redis_url, tmp_path):
+    sources.LandingWriter(redis_client, 3, tmp_path).write(OPS[:2])
+    assert sources.LandingWriter(bus.connect(redis_url), 3, tmp_path).write(OPS[2:3]) == [2]
+
+
+@pytest.mark.redis
+def test_concurrent_landing_writers_publish_files_in_seq_order(redis_client, redis_url, tmp_path):
+    """Under the lock, a file with lower seqs is visible before any file with higher seqs."""
+    directory = tmp_path / "9"
+    seen_orders: list[list[int]] = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            firsts = [int(p.name[:20]) for p in sorted(directory.glob("*.ndjson"))] if directory.exists() else []
+            seen_orders.append(firsts)
+
+    def write(n):
+        w = sources.LandingWriter(bus.connect(redis_url), 9, directory)
+        for _ in range(n):
+            w.write(OPS[:3])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    writers = [threading.Thread(target=write, args=(20,)) for _ in range(4)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    watcher.join()
+    seqs = [sources.split_seq(line)[0] for line in sources.read_landing(directory)]
+    assert seqs == list(range(240))
+    for firsts in seen_orders:  # what a reader lists is always a prefix of the final order
+        assert firsts == [3 * i for i in range(len(firsts))]
+
+
+@pytest.mark.redis
+def test_landing_ignores_hidden_temporary_files(redis_client, tmp_path):
+    (tmp_path / ".00000000000000000000.abc.tmp").write_text('{"seq":0,"op":"partial"')
+    sources.LandingWriter(redis_client, 1, tmp_path).write(OPS[:1])
+    assert len(list(sources.read_landing(tmp_path))) == 1
+
+
+@pytest.mark.redis
+def test_redis_stream_writer_stamps_seqs_atomically(redis_client):
+    writer = sources.RedisStreamWriter(redis_client, 4)
+    assert writer.write(OPS[:3]) == [0, 1, 2]
+    assert writer.write(OPS[3:]) == [3, 4]
+    key = Keys.stream_ops(4)
+    entries = sources.read_redis_stream(redis_client, key, "0-0")
+    assert [sources.split_seq(line)[0] for _, line in entries] == [0, 1, 2, 3, 4]
+    middle = entries[1][0]
+    assert [sources.split_seq(line)[0] for _, line in sources.read_redis_stream(redis_client, key, middle)] == [2, 3, 4]
+    assert [sources.split_seq(line)[0] for _, line in sources.read_redis_stream(redis_client, key, "0-0", entries[2][0])] == [0, 1, 2]
+    assert sources.redis_stream_last_id(redis_client, key) == entries[-1][0]
+    assert sources.redis_stream_last_id(redis_client, "kw:missing") == "0-0"
+    with pytest.raises(ValueError):
+        writer.write(["{}"])
+
+
+@pytest.mark.redis
+def test_both_sources_share_the_stream_counter(redis_client, tmp_path):
+    sources.writer_for(redis_client, 5, "redis", tmp_path).write(OPS[:2])
+    assert sources.writer_for(redis_client, 5, "landing", tmp_path).write(OPS[2:3]) == [2]
+    assert (tmp_path / "5").is_dir()
+    with pytest.raises(ValueError):
+        sources.writer_for(redis_client, 5, "kafka", tmp_path)
