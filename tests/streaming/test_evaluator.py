@@ -348,7 +348,7 @@ def test_filter_subscriptions_next_to_a_keyword_query(redis_client):
     assert any(kind == "remove" for changes in windowed[0].values() for kind, _ in changes)
     views = bus.read_snapshot(redis_client, 7)[1]
     assert [(t.relation, t.key, t.values["price"], t.hits) for r in views for t in r.tuples] == [
-        ("Product", 1, 40.0, []), ("Product", 3, 55.0, []), ("Product", 4, 70.0, [])]
+        ("Product", 4, 70.0, []), ("Product", 3, 55.0, []), ("Product", 1, 40.0, [])]  # newest first
     assert all(r.edges == [] for r in views)
     state = metrics.state["7"]
     assert state["engine"] == "filter" and state["live_results"] == 3

@@ -108,7 +108,7 @@ def test_snapshot_then_changes(query, user, redis_client):
 
     snapshot, changes = asyncio.run(scenario())
     assert snapshot["type"] == "snapshot" and snapshot["query"] == q
-    assert [r["tuples"][1]["key"] for r in snapshot["results"]] == [1, 2, 3]
+    assert [r["tuples"][1]["key"] for r in snapshot["results"]] == [3, 2, 1]  # newest add first
     assert snapshot["last_id"] == snapshot_id
     assert [(c["type"], c["result"]["tuples"][1]["key"]) for c in changes] == [("result.remove", 2), ("result.add", 4)]
     assert [c["id"] for c in changes] == [e for e, _ in redis_client.xrange(bus.Keys.changes(q))[3:]]
