@@ -46,6 +46,7 @@ NEW_OPS = [
     {"op": "insert", "relation": "Order", "tuple": {"oid": 20, "cid": 10, "pid": 10, "note": "birthday"}, "ts": 103},
 ]
 DELETE_NEW = [{"op": "delete", "relation": "Order", "key": 20, "ts": 110}]
+ANOTHER_ORDER = [{"op": "insert", "relation": "Order", "tuple": {"oid": 21, "cid": 10, "pid": 10, "note": "gift"}, "ts": 111}]
 
 
 def ingest(base: str, stream: Stream, lines: list[str]) -> dict:
@@ -150,6 +151,10 @@ def drive_browser(base: str, stream: Stream, query: KeywordQuery, redis_client) 
             expect(page.locator("#dead-letters tr")).to_have_count(2)  # insert of a live key, delete of a missing one
             page.goto(f"{base}/")
             expect(page.locator(f'tr[data-stream="{stream.pk}"] [data-field="status"]')).to_have_text("running")
+            live = page.locator(f'tr[data-query="{query.pk}"] [data-field="live"]')
+            expect(live).to_have_text("5")
+            ingest(base, stream, [json.dumps(op) for op in ANOTHER_ORDER])
+            expect(live).to_have_text("6", timeout=60_000)  # the overview follows the batches' metrics
             assert errors == []
         finally:
             print("page errors:", errors)

@@ -1,4 +1,5 @@
-/* Overview: each stream row follows its stream's events from the id the page was rendered at. */
+/* Overview: each stream row follows its stream's events from the id the page was rendered at;
+   a batch's metrics also carry the live result count of every query it evaluated. */
 (function () {
   "use strict";
 
@@ -21,6 +22,10 @@
           cell("ops").textContent = fmt(e.rows_per_second, 1);
           cell("duration").textContent = `${fmt(e.duration_ms, 0)} ms`;
           cell("rows").textContent = fmt(e.input_rows, 0);
+          for (const [query, state] of Object.entries(e.state)) {
+            const live = document.querySelector(`tr[data-query="${query}"] [data-field="live"]`);
+            if (live) live.textContent = fmt(state.live_results, 0);
+          }
         }
       },
     });

@@ -58,7 +58,7 @@ def test_overview_shows_live_counts_status_and_metrics(user_client, query, redis
     html = user_client.get("/").content.decode()
     row = re.search(rf'<tr data-stream="{s}">.*?</tr>', html, re.S).group(0)
     assert 'class="badge running"' in row and "42.5" in row and "81 ms" in row and ">120<" in row
-    assert re.search(r'<td class="num">2</td>\s*</tr>', html)  # two live results of the query
+    assert re.search(r'<td class="num" data-field="live">2</td>\s*</tr>', html)  # two live results of the query
     config = json.loads(re.search(r'<script id="overview-config" type="application/json">(.*?)</script>', html).group(1))
     assert config == [{"stream": s, "after": last}]
 
