@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -17,3 +18,6 @@ def spark():
     session = spark_session("local[2]", app_name="kwmonitor-tests")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit,
+    # after pytest closed the captured streams: keep that INFO line out of the run's end
+    logging.getLogger("py4j").setLevel(logging.WARNING)
