@@ -14,6 +14,9 @@ Two sources (DESIGN.md, "The evaluator"):
   a partial file). Names are the zero-padded first seq, so name order is seq
   order; seq assignment and the rename happen under one Redis lock per stream,
   so a file with lower seqs is always visible before one with higher seqs.
+  The evaluator moves the files it has committed into the stream's archive
+  :func:`landing_archive` (Spark's ``cleanSource``), so the directory it lists
+  every micro-batch stays small however long the stream runs.
 - a **Redis stream** ``Keys.stream_ops(stream_id)`` (field ``line``); one Lua
   script assigns the seqs and appends the lines, so stream order is seq order.
 """
@@ -40,6 +43,7 @@ __all__ = [
     "RedisStreamWriter",
     "writer_for",
     "landing_directory",
+    "landing_archive",
     "read_landing",
     "read_redis_stream",
     "redis_stream_last_id",
@@ -90,6 +94,16 @@ def allocate_seqs(client: redis.Redis, stream_id: int, count: int) -> int:
 def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
     """``{LANDING_DIR}/{stream_id}`` (the file source's path)."""
     return Path(landing_root) / str(stream_id)
+
+
+def landing_archive(directory: str | Path) -> Path:
+    """Where the evaluator archives a landing directory's committed files: ``{LANDING_DIR}/.archive/{stream}``.
+
+    A sibling of the stream directories, so Spark's file source never lists
+    it; Spark keeps each file's absolute path below it.
+    """
+    directory = Path(directory)
+    return directory.parent / ".archive" / directory.name
 
 
 class LandingWriter:
@@ -168,11 +182,11 @@ def writer_for(
 
 
 def read_landing(directory: str | Path) -> Iterator[str]:
-    """Every stored line of a landing directory, files in name (= seq) order."""
+    """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
     directory = Path(directory)
-    if not directory.is_dir():
-        return
-    for path in sorted(p for p in directory.iterdir() if p.suffix == ".ndjson" and not p.name.startswith((".", "_"))):
+    files = [p for p in directory.glob("*.ndjson") if not p.name.startswith((".", "_"))]
+    files += landing_archive(directory).rglob("*.ndjson")
+    for path in sorted(files, key=lambda p: p.name):
         with path.open(encoding="utf-8") as lines:
             for line in lines:
                 if line.strip():

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming.evaluator import GroupEvaluator
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
+from streaming.sources import landing_archive
 
 __all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
 
@@ -95,12 +96,18 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
 
     ``max_rows`` caps a micro-batch: exactly for the Redis stream, as
     ``max_rows / 100`` files for a landing directory (ingest writes one file
-    per request, typically ~100 ops).
+    per request, typically ~100 ops). Committed landing files are moved to
+    the stream's archive: Spark lists the directory every micro-batch, and
+    with every file kept there that listing grows with the stream's age.
     """
     if source["kind"] == "landing":
         path = Path(source["path"])
         path.mkdir(parents=True, exist_ok=True)
-        reader = spark.readStream.format("text")
+        reader = (
+            spark.readStream.format("text")
+            .option("cleanSource", "archive")
+            .option("sourceArchiveDir", str(landing_archive(path)))
+        )
         if max_rows:
             reader = reader.option("maxFilesPerTrigger", max(1, max_rows // 100))
         return reader.load(str(path))

@@ -9,6 +9,7 @@ from kwmonitor.streams.models import DeadLetterRecord, Evaluator, HistoryCursor,
 from kwmonitor.streams.supervisor import process_alive
 from streaming import bus
 from streaming.events import DeadLetter, ResultAdded, ResultView, TupleView, result_key
+from streaming.sources import landing_archive
 
 from .conftest import HEARTBEAT_COMMAND
 
@@ -69,6 +70,9 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     bus.publish_stream_event(redis_client, shop.pk, DeadLetter(stream=shop.pk, seq=1, line=op, reason="late", ts=1.0))
     HistoryPersister(redis_client).run()
     evaluator.checkpoint_dir().mkdir(parents=True)
+    archive = landing_archive(shop.landing_path())
+    archive.mkdir(parents=True)
+    (archive / "00000000000000000000.ndjson").write_text(op + "\n")
     assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == 1
 
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
@@ -79,7 +83,7 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     call_command("reset_stream", "shop", "--no-input")
     assert bus.read_snapshot(redis_client, query.pk) == ("0-0", [])
     assert bus.read_stream_events(redis_client, shop.pk) == []
-    assert not shop.landing_path().exists() and not evaluator.checkpoint_dir().exists()
+    assert not shop.landing_path().exists() and not evaluator.checkpoint_dir().exists() and not archive.exists()
     assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == HistoryCursor.objects.count() == 0
     assert bus.read_plan(redis_client, evaluator.pk)["queries"]  # configuration kept
     assert Ingestor(shop).ingest([op]).seqs == [0]

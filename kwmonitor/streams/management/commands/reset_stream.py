@@ -20,6 +20,7 @@ from kwmonitor.streams.models import (
 )
 from kwmonitor.streams.supervisor import Supervisor
 from streaming.bus import Keys
+from streaming.sources import landing_archive
 
 from ._evaluators import evaluator_of
 
@@ -56,7 +57,7 @@ class Command(BaseCommand):
         ]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
         erased = int(redis_client().delete(*keys))
-        for path in (stream.landing_path(), evaluator.checkpoint_dir()):
+        for path in (stream.landing_path(), landing_archive(stream.landing_path()), evaluator.checkpoint_dir()):
             shutil.rmtree(path, ignore_errors=True)
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
