@@ -22,9 +22,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.evaluator import GroupEvaluator
+from streaming.sources import landing_archive
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
-from streaming.sources import landing_archive
 
 __all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
 
