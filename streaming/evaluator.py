@@ -474,14 +474,17 @@ class GroupEvaluator:
     def _persist(self) -> None:
         """Write the changed tuples, the last applied seq and the event time in one MULTI."""
         tuples_key = bus.Keys.evaluator_tuples(self.evaluator_id)
+        live: dict[str, str] = {}
+        gone: list[str] = []
+        for ident in self._dirty:
+            row = self.store.get(ident)
+            if row is None:
+                gone.append(_tuple_key(*ident))
+            else:
+                live[_tuple_key(*ident)] = row.line
         with self.client.pipeline(transaction=True) as pipe:
-            gone = []
-            for ident in self._dirty:
-                row = self.store.get(ident)
-                if row is None:
-                    gone.append(_tuple_key(*ident))
-                else:
-                    pipe.hset(tuples_key, _tuple_key(*ident), row.line)
+            if live:  # one HSET for the batch: a command per tuple cost more than the write itself
+                pipe.hset(tuples_key, mapping=live)
             if gone:
                 pipe.hdel(tuples_key, *gone)
             state = {"seq": self.applied_seq}

@@ -93,13 +93,19 @@ class Relation:
         return coerce_value(value, self.attributes[self.key], f"{self.name}.{self.key}")
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # "int" is a 64-bit integer, as in Spark, Arrow and PostgreSQL
+
+
 def coerce_value(value: Any, typ: str, where: str) -> Any:
     """Check one non-null value against a schema type; return its canonical form."""
     if typ == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer() and not isinstance(value, bool):
-                return int(value)
-            raise ValueRejected(f"{where}: expected int, got {value!r}")
+                value = int(value)
+            else:
+                raise ValueRejected(f"{where}: expected int, got {value!r}")
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise ValueRejected(f"{where}: expected a 64-bit int, got {value!r}")
         return value
     if typ == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):

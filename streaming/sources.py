@@ -23,12 +23,12 @@ Two sources (DESIGN.md, "The evaluator"):
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import orjson
 import redis
 
 from .bus import Keys
@@ -73,8 +73,8 @@ def split_seq(line: str | bytes) -> tuple[int, dict[str, Any]]:
     integer ``seq`` >= 0; a malformed op body is left to ``parse_op``.
     """
     try:
-        obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
         raise SourceError(f"stored line is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise SourceError("stored line is not a JSON object")

@@ -11,10 +11,10 @@ the evaluator's: such ops get a seq here and become dead letters there.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import orjson
 from django.conf import settings
 
 from streaming.ops import OpRejected, parse_op
@@ -79,8 +79,8 @@ class Ingestor:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
                 errors.append(LineError(number, f"malformed JSON: {exc.msg} at column {exc.colno}"))
                 continue
             try:
@@ -88,7 +88,7 @@ class Ingestor:
             except OpRejected as exc:
                 errors.append(LineError(number, str(exc)))
                 continue
-            good.append(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+            good.append(orjson.dumps(obj).decode())
         return good, errors
 
     def ingest(self, lines: Iterable[str | bytes], first_line: int = 1) -> IngestResult:

@@ -10,6 +10,7 @@ row (``kind = "asc-stats"``) for the driver's dropping monitor.
 :func:`collect_ops` turns the collected Arrow table back into
 :class:`~streaming.evaluator.ParsedOp` (and the statistics) on the driver.
 Only JSON crosses the process boundary; the schema travels as its document.
+Keys and values, which this module both writes and reads, go through orjson.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterator
 
+import orjson
 import pyarrow as pa
 
 from streaming.evaluator import ParsedOp, parse_stored_line
@@ -27,6 +29,12 @@ from streaming.selection import SelectionRunner
 __all__ = ["PARSED_SCHEMA", "PARSED_ARROW", "STATS_KIND", "make_parser", "collect_ops"]
 
 STATS_KIND = "asc-stats"
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of a validated key or tuple (ints are 64-bit, floats finite: orjson round-trips them)."""
+    return orjson.dumps(value).decode()
+
 
 PARSED_SCHEMA = (
     "seq long, line string, kind string, relation string, key string, "
@@ -60,7 +68,7 @@ def make_parser(schema_doc: dict[str, Any], keywords: list[str], selection: dict
         schema = Schema.from_json(schema_json)
         kws = frozenset(keyword_list)
         runner = SelectionRunner(json.loads(selection_json))
-        dumps = json.dumps
+        dumps = _dumps
         for batch in batches:
             cols: dict[str, list] = {name: [] for name in PARSED_ARROW.names}
             selected: dict[str, list[tuple[int, dict]]] = {}
@@ -87,7 +95,7 @@ def make_parser(schema_doc: dict[str, Any], keywords: list[str], selection: dict
                     cols["queries"][i] = queries
                 for name in PARSED_ARROW.names:
                     cols[name].append(None)
-                cols["kind"][-1], cols["relation"][-1], cols["tuple"][-1] = STATS_KIND, relation, dumps(stats)
+                cols["kind"][-1], cols["relation"][-1], cols["tuple"][-1] = STATS_KIND, relation, json.dumps(stats)
                 cols["hits"][-1] = []
             yield pa.RecordBatch.from_pydict(cols, schema=PARSED_ARROW)
 
@@ -98,12 +106,12 @@ def collect_ops(table: pa.Table) -> tuple[list[ParsedOp], list[tuple[str, dict[s
     """The parsed batch as :class:`ParsedOp` (any order: the evaluator sorts by seq) and
     the selection statistics ``(relation, stats)`` of each partition."""
     cols = {name: table.column(name).to_pylist() for name in PARSED_ARROW.names}
-    loads = json.loads
+    loads = orjson.loads
     out: list[ParsedOp] = []
     stats: list[tuple[str, dict[str, Any]]] = []
     for seq, line, kind, relation, key, values, ts, reason, hits, queries in zip(*(cols[n] for n in PARSED_ARROW.names)):
         if kind == STATS_KIND:
-            stats.append((relation, loads(values)))
+            stats.append((relation, json.loads(values)))
             continue
         op = None
         if kind is not None:

@@ -97,3 +97,8 @@ def test_tuple_validation():
     assert coerce_value("1970-01-01T00:00:10", "timestamp", "x") == 10.0
     with pytest.raises(ValueRejected):
         coerce_value(float("nan"), "float", "x")
+    assert coerce_value(2**63 - 1, "int", "x") == 2**63 - 1 and coerce_value(-(2**63), "int", "x") == -(2**63)
+    with pytest.raises(ValueRejected, match="expected a 64-bit int"):
+        coerce_value(2**63, "int", "x")
+    with pytest.raises(ValueRejected, match="expected a 64-bit int"):
+        coerce_value(-1e19, "int", "x")
