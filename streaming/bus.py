@@ -171,8 +171,8 @@ def read_snapshot(client: redis.Redis, query_id: int) -> tuple[str, list[ResultV
 
 def newest_first(live_values: Iterable[str]) -> list[ResultView]:
     """The results of a live hash's values, newest add first (ties by key), as dashboards list them."""
-    adds = sorted((ResultAdded.model_validate_json(v) for v in live_values), key=lambda a: a.result.key)
-    return [a.result for a in sorted(adds, key=lambda a: a.seq, reverse=True)]
+    adds = sorted((ResultAdded.model_validate_json(v) for v in live_values), key=lambda a: (-a.seq, a.result.key))
+    return [a.result for a in adds]
 
 
 def read_changes(

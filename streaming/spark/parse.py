@@ -10,7 +10,7 @@ row (``kind = "asc-stats"``) for the driver's dropping monitor.
 :func:`collect_ops` turns the collected Arrow table back into
 :class:`~streaming.evaluator.ParsedOp` (and the statistics) on the driver.
 Only JSON crosses the process boundary; the schema travels as its document.
-Keys and values, which this module both writes and reads, go through orjson.
+Keys, values and statistics, which this module both writes and reads, go through orjson.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ STATS_KIND = "asc-stats"
 
 
 def _dumps(value: Any) -> str:
-    """JSON text of a validated key or tuple (ints are 64-bit, floats finite: orjson round-trips them)."""
+    """JSON text of a validated key or tuple, or of selection statistics (64-bit ints, finite floats,
+    str keys: orjson round-trips them exactly)."""
     return orjson.dumps(value).decode()
 
 
@@ -95,7 +96,7 @@ def make_parser(schema_doc: dict[str, Any], keywords: list[str], selection: dict
                     cols["queries"][i] = queries
                 for name in PARSED_ARROW.names:
                     cols[name].append(None)
-                cols["kind"][-1], cols["relation"][-1], cols["tuple"][-1] = STATS_KIND, relation, json.dumps(stats)
+                cols["kind"][-1], cols["relation"][-1], cols["tuple"][-1] = STATS_KIND, relation, dumps(stats)
                 cols["hits"][-1] = []
             yield pa.RecordBatch.from_pydict(cols, schema=PARSED_ARROW)
 
@@ -111,7 +112,7 @@ def collect_ops(table: pa.Table) -> tuple[list[ParsedOp], list[tuple[str, dict[s
     stats: list[tuple[str, dict[str, Any]]] = []
     for seq, line, kind, relation, key, values, ts, reason, hits, queries in zip(*(cols[n] for n in PARSED_ARROW.names)):
         if kind == STATS_KIND:
-            stats.append((relation, json.loads(values)))
+            stats.append((relation, loads(values)))
             continue
         op = None
         if kind is not None:

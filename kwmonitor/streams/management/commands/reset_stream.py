@@ -57,7 +57,8 @@ class Command(BaseCommand):
         ]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
         erased = int(redis_client().delete(*keys))
-        for path in (stream.landing_path(), landing_archive(stream.landing_path()), evaluator.checkpoint_dir()):
+        landing = stream.landing_path()
+        for path in (landing, landing_archive(landing), evaluator.checkpoint_dir()):
             shutil.rmtree(path, ignore_errors=True)
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
