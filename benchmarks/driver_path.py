@@ -1,0 +1,87 @@
+"""Per-op cost of the evaluator's Python path on the demo workload, without Spark.
+
+* parse: the ``mapInArrow`` function of ``streaming.spark.parse.make_parser``
+  (what each executor core runs) over one Arrow batch of stored lines;
+* collect: ``collect_ops`` turning its output back into ops on the driver;
+* apply: ``GroupEvaluator.apply_batch`` with the three demo queries
+  (``kwmonitor.streams.demo.DEMO_QUERIES``), batches of ``--batch`` ops, on a
+  real Redis (``--redis-url``, flushed), after ``--ops`` ops of warm-up::
+
+    .venv/bin/python benchmarks/driver_path.py
+
+Prints µs per op and the apply breakdown of the last batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_QUERIES = [  # kwmonitor.streams.demo.DEMO_QUERIES as plan entries (this script needs no Django)
+    {"id": 1, "keywords": ["dress", "texas"], "tmax": 5, "window_seconds": 3600.0, "predicates": []},
+    {"id": 2, "keywords": ["wedding", "scarf"], "tmax": 3, "window_seconds": 1800.0,
+     "predicates": [{"relation": "Product", "attribute": "price", "op": ">=", "value": 40}]},
+    {"id": 3, "keywords": ["boots", "oregon"], "tmax": 4, "window_seconds": 3600.0, "predicates": []},
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ops", type=int, default=100_000, help="ops timed (and as many again to warm up)")
+    parser.add_argument("--batch", type=int, default=5000)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "driver-path")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import json
+
+    import pyarrow as pa
+
+    from streaming import bus
+    from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+    from streaming.schema import Schema
+    from streaming.sources import stamp
+    from streaming.spark.parse import collect_ops, make_parser
+
+    subprocess.run([sys.executable, "-m", "streaming", "workload", "ecommerce", "--out-dir", str(args.workdir),
+                    "--ops", str(2 * args.ops), "--seed", "7"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    schema_doc = json.loads((args.workdir / "schema.json").read_text())
+    with (args.workdir / "ops.ndjson").open() as ops:
+        lines = [stamp(seq, line.strip()) for seq, line in enumerate(ops)]
+    plan = {"version": 1, "evaluator": 1, "queries": DEMO_QUERIES,
+            "stream": {"id": 1, "name": "shop", "schema": schema_doc, "source": {"kind": "redis", "key": "bench"}}}
+    keywords = group_keywords(plan)
+
+    timed = lines[args.ops:]
+    parse = make_parser(schema_doc, sorted(keywords))
+    start = time.perf_counter()
+    table = pa.Table.from_batches(list(parse(iter([pa.RecordBatch.from_pydict({"value": timed})]))))
+    parse_us = (time.perf_counter() - start) / len(timed) * 1e6
+    start = time.perf_counter()
+    collect_ops(table)
+    collect_us = (time.perf_counter() - start) / len(timed) * 1e6
+
+    client = bus.connect(args.redis_url)
+    client.flushdb()
+    bus.write_plan(client, 1, plan)
+    evaluator = GroupEvaluator(client, 1)
+    evaluator.start()
+    schema = Schema.from_dict(schema_doc)
+    rows = [parse_stored_line(line, schema, keywords) for line in lines]
+    for b in range(0, args.ops, args.batch):
+        evaluator.apply_batch(b // args.batch, rows[b:b + args.batch])
+    start = time.perf_counter()
+    for b in range(args.ops, 2 * args.ops, args.batch):
+        metrics = evaluator.apply_batch(b // args.batch, rows[b:b + args.batch])
+    apply_us = (time.perf_counter() - start) / args.ops * 1e6
+    client.flushdb()
+    print(f"parse {parse_us:.1f} us/op, collect {collect_us:.1f} us/op, apply_batch {apply_us:.1f} us/op "
+          f"(3 demo queries; last batch ms: {', '.join(f'{k} {v:.0f}' for k, v in metrics.breakdown_ms.items())})")
+
+
+if __name__ == "__main__":
+    main()
