@@ -81,6 +81,8 @@ class RateRun:
     snapshot_ids: dict[int, str] = field(default_factory=dict)
     rejected_at_ingest: int = 0
     failed_requests: int = 0
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -145,6 +147,47 @@ def _poll_applied(run: RateRun, client, evaluator_id: int, done: threading.Event
         time.sleep(0.02)
 
 
+def _watch_batches(run: RateRun, client, stream_id: int, done: threading.Event) -> None:
+    """Keep every batch's metrics as they are published (the events stream is capped)."""
+    from streaming import bus
+    from streaming.events import BatchMetrics
+
+    last = "$"
+    while not done.is_set():
+        for entry_id, event in bus.read_stream_events(client, stream_id, last, count=1000, block_ms=500):
+            last = entry_id
+            if isinstance(event, BatchMetrics):
+                run.batches.append({"ts": event.ts, "rows": event.input_rows, "ms": event.duration_ms,
+                                    "breakdown_ms": event.breakdown_ms, "dead_letters": event.dead_letters})
+
+
+def _cpu_times(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system, reaped children included) per named process tree; other processes by name."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = tail.split()
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = (head.split("(", 1)[1], sum(int(x) for x in fields[11:15]) / ticks)
+    owner = {pid: name for name, pid in roots.items()}
+    out: dict[str, float] = {}
+    for pid, (comm, seconds) in used.items():
+        node = pid
+        while node > 1 and node not in owner:
+            node = parent.get(node, 1)
+        name = owner.get(node, comm)
+        out[name] = out.get(name, 0.0) + seconds
+    return out
+
+
 async def _listen(run: RateRun, port: int, query_ids: list[int], token: str, done: threading.Event,
                   connected: threading.Event) -> None:
     import websockets
@@ -172,9 +215,8 @@ async def _listen(run: RateRun, port: int, query_ids: list[int], token: str, don
     await asyncio.gather(*tasks)
 
 
-def _summarise(run: RateRun, client, stream_id: int, query_ids: list[int], drained: bool) -> dict[str, Any]:
+def _summarise(run: RateRun, client, query_ids: list[int], drained: bool) -> dict[str, Any]:
     from streaming import bus
-    from streaming.events import BatchMetrics, DeadLetter
 
     requests = run.requests
     ops = sum(r.last_seq - r.first_seq + 1 for r in requests)
@@ -204,8 +246,20 @@ def _summarise(run: RateRun, client, stream_id: int, query_ids: list[int], drain
         ids = {entry_id for _, _, entry_id in got}
         in_redis = {entry_id for entry_id, _ in bus.read_changes(client, qid, run.snapshot_ids[qid], count=10_000_000)}
         lost[str(qid)] = len(in_redis - ids)
-    events = [e for _, e in bus.read_stream_events(client, stream_id, count=1_000_000)]
-    batches = [e for e in events if isinstance(e, BatchMetrics)]
+    batches = run.batches
+    cycles = [b["ts"] - a["ts"] for a, b in zip(batches, batches[1:])]
+    timeline = []  # per 10 s of sending: websocket latency of the changes of ops sent then, and the batches that ended then
+    for start in range(0, int(run.seconds), 10):
+        lo, hi = first_sent + start, first_sent + start + 10
+        lat = [t - requests[i].sent for qid in query_ids for t, seq, _ in run.received.get(qid, [])
+               if (i := bisect.bisect_right(firsts, seq) - 1) >= 0 and lo <= requests[i].sent < hi]
+        ended = [b for b in batches if lo <= b["ts"] < hi]
+        timeline.append({"t": start, "ws_p50": _percentile(lat, 0.5), "ws_p99": _percentile(lat, 0.99),
+                         "batches": len(ended), "rows": sum(b["rows"] for b in ended),
+                         "max_batch_ms": max((b["ms"] for b in ended), default=None)})
+    wall = run.cpu_seconds.pop("wall", 0.0)
+    cpu = {name: round(seconds / wall, 3) for name, seconds in sorted(run.cpu_seconds.items(), key=lambda kv: -kv[1])
+           if wall and seconds / wall >= 0.01}
     return {
         "rate_offered": run.rate,
         "load_average_1_5_15": list(os.getloadavg()),
@@ -225,16 +279,21 @@ def _summarise(run: RateRun, client, stream_id: int, query_ids: list[int], drain
         "ws_latency_after_first_minute_s": {"p50": _percentile(ws_steady, 0.5), "p99": _percentile(ws_steady, 0.99),
                                             "max": max(ws_steady) if ws_steady else None},
         "ws_changes_missing": lost,
-        "dead_letters": sum(1 for e in events if isinstance(e, DeadLetter)),
+        "dead_letters": sum(b["dead_letters"] for b in batches),
         "batches": len(batches),
-        "mean_batch_rows": statistics.fmean(b.input_rows for b in batches) if batches else None,
-        "mean_batch_ms": statistics.fmean(b.duration_ms for b in batches) if batches else None,
-        "mean_breakdown_ms": {k: statistics.fmean(b.breakdown_ms.get(k, 0.0) for b in batches)
-                              for k in (batches[0].breakdown_ms if batches else {})},
+        "mean_batch_rows": statistics.fmean(b["rows"] for b in batches) if batches else None,
+        "mean_batch_ms": statistics.fmean(b["ms"] for b in batches) if batches else None,
+        "p99_batch_ms": _percentile([b["ms"] for b in batches], 0.99),
+        "mean_cycle_ms": statistics.fmean(cycles) * 1000 if cycles else None,
+        "p99_cycle_ms": _percentile(cycles, 0.99) * 1000 if cycles else None,
+        "mean_breakdown_ms": {k: statistics.fmean(b["breakdown_ms"].get(k, 0.0) for b in batches)
+                              for k in (batches[0]["breakdown_ms"] if batches else {})},
+        "cpu_cores_used": cpu,
+        "timeline": timeline,
     }
 
 
-def run_rate(rate: int, seconds: float, lines: list[str], port: int, redis_url: str, workdir: Path,
+def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: int, redis_url: str, workdir: Path,
              source: str, trigger: float, drain_timeout: float) -> dict[str, Any]:
     from kwmonitor.accounts.models import ApiToken
     from kwmonitor.streams.demo import load_demo
@@ -271,6 +330,10 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, redis_url: 
             raise RuntimeError("websocket clients did not get their snapshots")
         poller = threading.Thread(target=_poll_applied, args=(run, bus.connect(redis_url), evaluator_id, done))
         poller.start()
+        watcher = threading.Thread(target=_watch_batches, args=(run, bus.connect(redis_url), stream.pk, done))
+        watcher.start()
+        roots = {"benchmark": os.getpid(), "evaluator (driver, JVM, Python workers)": process.pid, "web (daphne)": web_pid}
+        cpu_before, wall_before = _cpu_times(roots), time.monotonic()
         count = int(rate * seconds)
         _feed(run, lines[:count], port, stream.pk, stream.ingest_token, stop_at=time.monotonic() + seconds * 3)
         last_seq = run.requests[-1].last_seq if run.requests else -1
@@ -281,6 +344,9 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, redis_url: 
                 drained = True
                 break
             time.sleep(0.1)
+        cpu_after, wall = _cpu_times(roots), time.monotonic() - wall_before
+        run.cpu_seconds = {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after}
+        run.cpu_seconds["wall"] = wall
         # let the last changes reach the sockets (a slow websocket consumer shows up as latency, not loss)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(
@@ -291,8 +357,9 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, redis_url: 
             time.sleep(0.2)
         done.set()
         poller.join()
+        watcher.join()
         listener.join()
-        return _summarise(run, client, stream.pk, query_ids, drained)
+        return _summarise(run, client, query_ids, drained)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -316,7 +383,7 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
 
     results = sorted(results, key=lambda r: r["rate_offered"])
     rates = [r["rate_offered"] for r in results]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right, time_axis) = plt.subplots(1, 3, figsize=(15, 4))
     left.plot(rates, [r["sustained_ops_per_s"] or 0 for r in results], "o-", label="sustained")
     left.plot(rates, rates, "k--", label="offered")
     left.set_xlabel("offered ops/s")
@@ -329,6 +396,12 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
     right.set_ylabel("latency from ingest (s)")
     right.set_yscale("log")
     right.legend()
+    for r in results:
+        points = [(p["t"], p["ws_p99"]) for p in r["timeline"] if p["ws_p99"] is not None]
+        time_axis.plot([t for t, _ in points], [v for _, v in points], ".-", label=f"{r['rate_offered']} ops/s")
+    time_axis.set_xlabel("seconds since the first request")
+    time_axis.set_ylabel("websocket p99 of the ops sent in each 10 s (s)")
+    time_axis.legend()
     fig.tight_layout()
     fig.savefig(path)
 
@@ -369,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _wait_port(port, 60)
         for rate in args.rates:
-            result = run_rate(rate, args.seconds, lines, port, redis_url, args.workdir, args.source,
+            result = run_rate(rate, args.seconds, lines, port, web.pid, redis_url, args.workdir, args.source,
                               args.trigger_seconds, args.drain_timeout)
             results.append(result)
             print(json.dumps(result), flush=True)

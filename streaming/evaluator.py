@@ -37,6 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+import orjson
 import redis
 
 from . import bus
@@ -156,8 +157,9 @@ class _Query:
         return all(holds(p, values.get(p.attribute)) for p in preds)
 
 
-def _tuple_key(relation: str, key: Any) -> str:
-    return json.dumps([relation, key], separators=(",", ":"))
+def _tuple_key(relation: str, key: Any) -> bytes:
+    """The tuple's field in the evaluator's Redis hash of stored tuples."""
+    return orjson.dumps((relation, key))
 
 
 class GroupEvaluator:
@@ -474,8 +476,8 @@ class GroupEvaluator:
     def _persist(self) -> None:
         """Write the changed tuples, the last applied seq and the event time in one MULTI."""
         tuples_key = bus.Keys.evaluator_tuples(self.evaluator_id)
-        live: dict[str, str] = {}
-        gone: list[str] = []
+        live: dict[bytes, str] = {}
+        gone: list[bytes] = []
         for ident in self._dirty:
             row = self.store.get(ident)
             if row is None:
