@@ -407,11 +407,14 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from streaming.spark import DEFAULT_TRIGGER_SECONDS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--source", choices=("landing", "redis"), default="landing")
-    parser.add_argument("--trigger-seconds", type=float, default=0.25)
+    parser.add_argument("--trigger-seconds", type=float, default=DEFAULT_TRIGGER_SECONDS,
+                        help="the evaluator's micro-batch interval (default: the product's)")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "pipeline")
     parser.add_argument("--redis-db", type=int, default=3)

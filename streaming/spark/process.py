@@ -24,6 +24,7 @@ from typing import Sequence
 from streaming import bus
 from streaming.evaluator import GroupEvaluator
 from streaming.events import EvaluatorStatus
+from streaming.spark import DEFAULT_TRIGGER_SECONDS
 
 __all__ = ["HEARTBEAT_SECONDS", "EvaluatorProcess", "build_parser", "main"]
 
@@ -155,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ASC evaluation sequence for selection predicates")
     parser.add_argument("--asc-period", type=int, default=10_000, help="ASC monitor period (tuples per relation)")
     parser.add_argument("--asc-mu", type=float, default=0.1, help="ASC rearrangement threshold")
-    parser.add_argument("--trigger-seconds", type=float, default=0.5, help="micro-batch interval")
+    parser.add_argument("--trigger-seconds", type=float, default=DEFAULT_TRIGGER_SECONDS,
+                        help=f"micro-batch interval (default {DEFAULT_TRIGGER_SECONDS})")
     parser.add_argument("--max-rows-per-batch", type=int, default=20_000,
                         help="cap on ops per micro-batch (0: none); keeps batches steady when catching up")
     parser.add_argument("--available-now", action="store_true", help="process what the source holds, then exit")
