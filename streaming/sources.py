@@ -14,8 +14,9 @@ Two sources (DESIGN.md, "The evaluator"):
   a partial file). Names are the zero-padded first seq, so name order is seq
   order; seq assignment and the rename happen under one Redis lock per stream,
   so a file with lower seqs is always visible before one with higher seqs.
-  The evaluator moves the files it has committed into the stream's archive
-  :func:`landing_archive` (Spark's ``cleanSource``), so the directory it lists
+  The evaluator reads them with the ``kwlanding`` Spark source
+  (``streaming.spark.landing_source``) and moves the files it has committed
+  into the stream's archive :func:`landing_archive`, so the directory it lists
   every micro-batch stays small however long the stream runs.
 - a **Redis stream** ``Keys.stream_ops(stream_id)`` (field ``line``); one Lua
   script assigns the seqs and appends the lines, so stream order is seq order.
@@ -99,8 +100,7 @@ def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
 def landing_archive(directory: str | Path) -> Path:
     """Where the evaluator archives a landing directory's committed files: ``{LANDING_DIR}/.archive/{stream}``.
 
-    A sibling of the stream directories, so Spark's file source never lists
-    it; Spark keeps each file's absolute path below it.
+    A sibling of the stream directories, so the source never lists it.
     """
     directory = Path(directory)
     return directory.parent / ".archive" / directory.name
@@ -185,7 +185,7 @@ def read_landing(directory: str | Path) -> Iterator[str]:
     """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
     directory = Path(directory)
     files = [p for p in directory.glob("*.ndjson") if not p.name.startswith((".", "_"))]
-    files += landing_archive(directory).rglob("*.ndjson")
+    files += landing_archive(directory).glob("*.ndjson")
     for path in sorted(files, key=lambda p: p.name):
         with path.open(encoding="utf-8") as lines:
             for line in lines:

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming.evaluator import GroupEvaluator
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.sources import landing_archive
+from streaming.spark.landing_source import LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
@@ -56,6 +57,7 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(LandingOpsSource)
     spark.dataSource.register(RedisOpsSource)
     return spark
 
@@ -66,7 +68,7 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
 
     A streaming query over a scratch landing directory (``batches``
     micro-batches of one file of ``lines`` op-sized lines per core, so every
-    core's Python worker takes part) goes through the same file source,
+    core's Python worker takes part) goes through the same landing source,
     ``mapInArrow`` parse and Arrow collect as a real batch, so the Python
     workers are up and the JVM has planned and compiled that path before ops
     arrive: a slow first batch leaves a backlog that later batches, each
@@ -90,7 +92,7 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
             text = "".join(f'{{"seq":{f * lines + i},"op":"warm-up","pad":"{pad}"}}\n' for i in range(lines))
             (landing / f"{f * lines:020d}.ndjson").write_text(text, encoding="utf-8")
         query = (
-            spark.readStream.format("text").option("maxFilesPerTrigger", parallelism).load(str(landing))
+            source_frame(spark, {"kind": "landing", "path": str(landing)}, "", max_rows=lines * parallelism)
             .writeStream.foreachBatch(parse_only)
             .option("checkpointLocation", str(Path(scratch) / "checkpoint"))
             .queryName("evaluator-warm-up")
@@ -103,29 +105,26 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
 def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, max_rows: int | None = None) -> DataFrame:
     """The streaming DataFrame (one ``value`` string column) of a plan's ``source``.
 
-    ``max_rows`` caps a micro-batch: exactly for the Redis stream, as
-    ``max_rows / 100`` files for a landing directory (ingest writes one file
-    per request, typically ~100 ops). Committed landing files are moved to
-    the stream's archive: Spark lists the directory every micro-batch, and
-    with every file kept there that listing grows with the stream's age.
+    ``max_rows`` caps a micro-batch (whole landing files, at least one).
+    Landing files are split into one partition per core of the Spark
+    application and move to the stream's archive once their batch is
+    committed (``streaming.spark.landing_source``).
     """
     if source["kind"] == "landing":
         path = Path(source["path"])
-        path.mkdir(parents=True, exist_ok=True)
         reader = (
-            spark.readStream.format("text")
-            .option("cleanSource", "archive")
-            .option("sourceArchiveDir", str(landing_archive(path)))
+            spark.readStream.format("kwlanding")
+            .option("path", str(path))
+            .option("archive", str(landing_archive(path)))
+            .option("partitions", str(spark.sparkContext.defaultParallelism))
         )
-        if max_rows:
-            reader = reader.option("maxFilesPerTrigger", max(1, max_rows // 100))
-        return reader.load(str(path))
-    if source["kind"] == "redis":
+    elif source["kind"] == "redis":
         reader = spark.readStream.format("kwredis").option("url", redis_url).option("key", source["key"])
-        if max_rows:
-            reader = reader.option("maxRows", str(max_rows))
-        return reader.load()
-    raise ValueError(f"unknown source kind {source['kind']!r}")
+    else:
+        raise ValueError(f"unknown source kind {source['kind']!r}")
+    if max_rows:
+        reader = reader.option("maxRows", str(max_rows))
+    return reader.load()
 
 
 class BatchHandler:

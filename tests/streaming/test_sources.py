@@ -43,11 +43,10 @@ def test_landing_writer_assigns_consecutive_seqs_from_zero(redis_client, tmp_pat
     lines = list(sources.read_landing(tmp_path / "3"))
     assert [sources.split_seq(line)[0] for line in lines] == [0, 1, 2, 3, 4]
     assert [sources.split_seq(line)[1] for line in lines] == [json.loads(op) for op in OPS]
-    # the evaluator archives committed files as Spark's cleanSource does (absolute path kept below the archive)
-    first = tmp_path / "3" / f"{0:020d}.ndjson"
-    archived = sources.landing_archive(tmp_path / "3") / first.relative_to("/")
-    archived.parent.mkdir(parents=True)
-    first.rename(archived)
+    # the evaluator archives committed files (streaming.spark.landing_source)
+    archive = sources.landing_archive(tmp_path / "3")
+    archive.mkdir(parents=True)
+    (tmp_path / "3" / f"{0:020d}.ndjson").rename(archive / f"{0:020d}.ndjson")
     assert list(sources.read_landing(tmp_path / "3")) == lines
 
 
