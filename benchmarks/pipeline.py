@@ -347,13 +347,19 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: in
         cpu_after, wall = _cpu_times(roots), time.monotonic() - wall_before
         run.cpu_seconds = {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after}
         run.cpu_seconds["wall"] = wall
-        # let the last changes reach the sockets (a slow websocket consumer shows up as latency, not loss)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(
+        # let the last changes reach the sockets (a slow websocket consumer shows up as latency, not
+        # loss): wait while they keep coming, give up after 30 s without one
+        received, stalled_at = -1, time.monotonic()
+        while not all(
             (last := client.xrevrange(bus.Keys.changes(q), count=1)) == [] or
             any(entry_id == last[0][0] for _, _, entry_id in run.received.get(q, [])[-50:])
             for q in query_ids
         ):
+            count = sum(len(got) for got in run.received.values())
+            if count != received:
+                received, stalled_at = count, time.monotonic()
+            elif time.monotonic() - stalled_at > 30:
+                break
             time.sleep(0.2)
         done.set()
         poller.join()
