@@ -22,22 +22,23 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.evaluator import GroupEvaluator
-from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.sources import landing_archive
-from streaming.spark.landing_source import LandingOpsSource
+from streaming.spark import DEFAULT_TRIGGER_SECONDS
+from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
 __all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
 
 WARM_UP_BATCHES = 3
-WARM_UP_LINES = 1_000
+WARM_UP_LINES = MIN_PARTITION_OPS  # a file per core, each its own partition
 
 
 # Spark's default checkpoint writer (FileContext based) takes ~30 ms per small log file on a
 # local disk, the FileSystem based one ~10 ms, with the same write-temp-then-rename protocol
-# (atomic on a local or HDFS path). A micro-batch writes three (file source log, offsets,
-# commit): at 5k ops/s the batch cycle went from 354 to 261 ms (benchmarks/results/README.md).
+# (atomic on a local or HDFS path). A micro-batch writes two (offsets, commit), three with
+# Spark's file source: with that source, at 5k ops/s, the batch cycle went from 354 to 261 ms
+# (benchmarks/results/README.md).
 CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
