@@ -153,12 +153,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "supervise-evaluators": {"task": "kwmonitor.streams.tasks.supervise", "schedule": 3.0},
     "persist-history": {"task": "kwmonitor.streams.tasks.persist_history", "schedule": 5.0},
+    "prune-landing-archives": {"task": "kwmonitor.streams.tasks.prune_landing_archives", "schedule": 600.0},
 }
 
 # Evaluators.
 SPARK_MASTER = env.str("SPARK_MASTER", default="local[2]")
 LANDING_DIR = _path("LANDING_DIR", "var/landing")
 CHECKPOINT_DIR = _path("CHECKPOINT_DIR", "var/checkpoints")
+# Committed landing files are archived; beat deletes those older than this (0: never).
+LANDING_ARCHIVE_HOURS = env.float("LANDING_ARCHIVE_HOURS", default=24.0)
 # Largest body the ingest endpoint accepts (bytes of NDJSON per request).
 INGEST_MAX_BYTES = env.int("INGEST_MAX_BYTES", default=8 * 1024 * 1024)
 # Command line of one evaluator process; placeholders {python} (this interpreter) {evaluator} {stream}

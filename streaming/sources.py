@@ -45,6 +45,7 @@ __all__ = [
     "writer_for",
     "landing_directory",
     "landing_archive",
+    "prune_archive",
     "read_landing",
     "read_redis_stream",
     "redis_stream_last_id",
@@ -104,6 +105,24 @@ def landing_archive(directory: str | Path) -> Path:
     """
     directory = Path(directory)
     return directory.parent / ".archive" / directory.name
+
+
+def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int:
+    """Delete a landing directory's archived files written more than ``keep_seconds`` before ``now``.
+
+    A file keeps the time ingest wrote it when it is archived, so the age is
+    the ops' age. Returns how many files were deleted.
+    """
+    deleted = 0
+    try:
+        entries = list(os.scandir(landing_archive(directory)))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if entry.name.endswith(".ndjson") and entry.stat().st_mtime < now - keep_seconds:
+            Path(entry.path).unlink(missing_ok=True)
+            deleted += 1
+    return deleted
 
 
 class LandingWriter:

@@ -1,19 +1,26 @@
-"""Celery tasks: evaluator start/stop/supervision and history persistence.
+"""Celery tasks: evaluator start/stop/supervision, history persistence, landing archive retention.
 
 Arguments and results are plain JSON (primary keys, never objects). Beat
-runs :func:`supervise` and :func:`persist_history` every few seconds (see
-``CELERY_BEAT_SCHEDULE`` in the settings).
+runs :func:`supervise` and :func:`persist_history` every few seconds and
+:func:`prune_landing_archives` every ten minutes (see ``CELERY_BEAT_SCHEDULE``
+in the settings).
 """
 
 from __future__ import annotations
 
+import time
+
 from celery import shared_task
+from django.conf import settings
+
+from streaming.sources import prune_archive
 
 from .connection import redis_client
 from .history import HistoryPersister
+from .models import Stream
 from .supervisor import Supervisor
 
-__all__ = ["start_evaluator", "stop_evaluator", "supervise", "persist_history"]
+__all__ = ["start_evaluator", "stop_evaluator", "supervise", "persist_history", "prune_landing_archives"]
 
 
 def _describe(evaluator) -> dict:
@@ -38,3 +45,14 @@ def supervise() -> list:
 @shared_task(name="kwmonitor.streams.tasks.persist_history", expires=30)
 def persist_history() -> dict:
     return HistoryPersister(redis_client()).run()
+
+
+@shared_task(name="kwmonitor.streams.tasks.prune_landing_archives", expires=300)
+def prune_landing_archives() -> dict:
+    """Delete archived landing files older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
+    hours = settings.LANDING_ARCHIVE_HOURS
+    if hours <= 0:
+        return {}
+    now = time.time()
+    return {stream.pk: prune_archive(stream.landing_path(), hours * 3600, now)
+            for stream in Stream.objects.filter(source_kind="landing")}
