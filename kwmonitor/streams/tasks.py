@@ -54,5 +54,5 @@ def prune_landing_archives() -> dict:
     if hours <= 0:
         return {}
     now = time.time()
-    return {stream.pk: prune_archive(stream.landing_path(), hours * 3600, now)
+    return {str(stream.pk): prune_archive(stream.landing_path(), hours * 3600, now)
             for stream in Stream.objects.filter(source_kind="landing")}

@@ -107,8 +107,8 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
     """The streaming DataFrame (one ``value`` string column) of a plan's ``source``.
 
     ``max_rows`` caps a micro-batch (whole landing files, at least one).
-    Landing files are split into one partition per core of the Spark
-    application and move to the stream's archive once their batch is
+    A landing batch is split into at most one partition per core of the
+    Spark application, and its files move to the stream's archive once it is
     committed (``streaming.spark.landing_source``).
     """
     if source["kind"] == "landing":
