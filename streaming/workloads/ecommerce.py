@@ -4,7 +4,9 @@ Customer(cid, name, state), Product(pid, title, price), Order(oid, cid, pid,
 note) and Group(gid, pid, sid) — a bundle: two parallel foreign keys to
 Product (package and part). Customers and products arrive first and keep
 arriving; orders reference recent customers and products; a fraction of
-orders is later cancelled (deleted). Deterministic for a given ``seed``.
+orders is cancelled (deleted) within :data:`CANCEL_WITHIN_SECONDS` of event
+time, while they are still in the suggested query's window. Deterministic for
+a given ``seed``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any, Iterator
 from ..ops import Op
 from . import Workload
 
-__all__ = ["SCHEMA_DOC", "build"]
+__all__ = ["SCHEMA_DOC", "CANCEL_WITHIN_SECONDS", "build"]
+
+CANCEL_WITHIN_SECONDS = 1800.0
 
 SCHEMA_DOC: dict[str, Any] = {
     "name": "ecommerce",
@@ -52,11 +56,15 @@ def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05) -> Work
         rng = random.Random(f"ecommerce-{seed}")
         ts = 0.0
         n = {"Customer": 0, "Product": 0, "Order": 0, "Group": 0}
-        open_orders: list[int] = []
+        open_orders: list[tuple[float, int]] = []  # (ts, oid) of orders that may still be cancelled
         emitted = 0
         while emitted < ops:
             ts += rng.choice((1.0, 1.0, 2.0, 3.0))
             roll = rng.random()
+            late = 0
+            while late < len(open_orders) and open_orders[late][0] <= ts - CANCEL_WITHIN_SECONDS:
+                late += 1
+            del open_orders[:late]
             if n["Customer"] < 5 or roll < 0.15:
                 n["Customer"] += 1
                 name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
@@ -74,14 +82,14 @@ def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05) -> Work
                           "sid": rng.randint(recent, n["Product"])}
                 yield Op("insert", "Group", n["Group"], values, ts)
             elif open_orders and roll < 0.38 + cancel_fraction:
-                oid = open_orders.pop(rng.randrange(len(open_orders)))
+                _, oid = open_orders.pop(rng.randrange(len(open_orders)))
                 yield Op("delete", "Order", oid, None, ts)
             else:
                 n["Order"] += 1
                 note = rng.choice(NOTES).format(state=rng.choice(STATES), noun=rng.choice(NOUNS))
                 values = {"oid": n["Order"], "cid": rng.randint(max(1, n["Customer"] - 300), n["Customer"]),
                           "pid": rng.randint(max(1, n["Product"] - 300), n["Product"]), "note": note}
-                open_orders.append(n["Order"])
+                open_orders.append((ts, n["Order"]))
                 yield Op("insert", "Order", n["Order"], values, ts)
             emitted += 1
 

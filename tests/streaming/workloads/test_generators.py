@@ -58,7 +58,7 @@ def test_synthetic_seed_changes_the_stream():
     assert a != b
 
 
-@pytest.mark.parametrize("work", [ecommerce.build(ops=1500, seed=2), dblp.build(papers=300, seed=2)],
+@pytest.mark.parametrize("work", [ecommerce.build(ops=5000, seed=2), dblp.build(papers=300, seed=2)],
                          ids=["ecommerce", "dblp"])
 def test_streams_are_accepted_by_the_engine_and_find_results(work):
     schema = work.schema()
