@@ -41,7 +41,7 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     sys.path.insert(0, str(ROOT))
-    from streaming.sources import landing_archive
+    from streaming.sources import landing_archive, landing_file_name
     from streaming.spark.job import source_frame, spark_session
 
     root = args.workdir / args.mode
@@ -63,9 +63,10 @@ def main() -> None:
     def write_batch() -> None:
         nonlocal written
         for _ in range(args.batch_files):
-            tmp = landing / f".{written * 100:020d}.tmp"
+            name = landing_file_name(written * 100)
+            tmp = landing / f".{name}.tmp"
             tmp.write_text(LINE * 100)
-            os.replace(tmp, landing / f"{written * 100:020d}.ndjson")
+            os.replace(tmp, landing / name)
             written += 1
 
     points = []

@@ -25,6 +25,7 @@ Two sources (DESIGN.md, "The evaluator"):
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -44,6 +45,9 @@ __all__ = [
     "RedisStreamWriter",
     "writer_for",
     "landing_directory",
+    "landing_file_name",
+    "is_landing_file",
+    "landing_file_seq",
     "landing_archive",
     "prune_archive",
     "read_landing",
@@ -98,6 +102,24 @@ def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
     return Path(landing_root) / str(stream_id)
 
 
+_LANDING_FILE = re.compile(r"\d{20}\.ndjson")
+
+
+def landing_file_name(first_seq: int) -> str:
+    """The name of the landing file whose first op has ``first_seq``: name order is seq order."""
+    return f"{first_seq:020d}.ndjson"
+
+
+def is_landing_file(name: str) -> bool:
+    """Whether ``name`` is a landing file's (hidden temporaries and foreign files are not)."""
+    return _LANDING_FILE.fullmatch(name) is not None
+
+
+def landing_file_seq(name: str) -> int:
+    """The first seq of a landing file (:func:`is_landing_file`)."""
+    return int(name[:20])
+
+
 def landing_archive(directory: str | Path) -> Path:
     """Where the evaluator archives a landing directory's committed files: ``{LANDING_DIR}/.archive/{stream}``.
 
@@ -119,7 +141,7 @@ def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int
     except FileNotFoundError:
         return 0
     for entry in entries:
-        if entry.name.endswith(".ndjson") and entry.stat().st_mtime < now - keep_seconds:
+        if is_landing_file(entry.name) and entry.stat().st_mtime < now - keep_seconds:
             Path(entry.path).unlink(missing_ok=True)
             deleted += 1
     return deleted
@@ -150,7 +172,7 @@ class LandingWriter:
                     out.write(text)
                     out.flush()
                     os.fsync(out.fileno())
-                os.replace(tmp, self.directory / f"{first:020d}.ndjson")
+                os.replace(tmp, self.directory / landing_file_name(first))
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
@@ -203,8 +225,8 @@ def writer_for(
 def read_landing(directory: str | Path) -> Iterator[str]:
     """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
     directory = Path(directory)
-    files = [p for p in directory.glob("*.ndjson") if not p.name.startswith((".", "_"))]
-    files += landing_archive(directory).glob("*.ndjson")
+    files = [p for folder in (directory, landing_archive(directory)) if folder.is_dir()
+             for p in folder.iterdir() if is_landing_file(p.name)]
     for path in sorted(files, key=lambda p: p.name):
         with path.open(encoding="utf-8") as lines:
             for line in lines:

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.evaluator import GroupEvaluator
-from streaming.sources import landing_archive
+from streaming.sources import landing_archive, landing_file_name
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
@@ -91,7 +91,7 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
         landing.mkdir()
         for f in range(batches * parallelism):
             text = "".join(f'{{"seq":{f * lines + i},"op":"warm-up","pad":"{pad}"}}\n' for i in range(lines))
-            (landing / f"{f * lines:020d}.ndjson").write_text(text, encoding="utf-8")
+            (landing / landing_file_name(f * lines)).write_text(text, encoding="utf-8")
         query = (
             source_frame(spark, {"kind": "landing", "path": str(landing)}, "", max_rows=lines * parallelism)
             .writeStream.foreachBatch(parse_only)

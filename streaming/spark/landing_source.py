@@ -24,7 +24,6 @@ parsed by that many executor tasks.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -32,12 +31,13 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from streaming.sources import is_landing_file, landing_file_seq
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["MIN_PARTITION_OPS", "LandingOpsSource", "LandingOpsReader", "FileRange"]
 
-_NAME = re.compile(r"\d{20}\.ndjson")
 # A partition is one more executor task, which costs ~40 ms of Python worker CPU
 # here (reader and parser set-up) whatever its size, while parsing takes ~18 µs an
 # op: a batch is split only where each part gets at least this many ops.
@@ -53,10 +53,6 @@ class FileRange(InputPartition):
         self.names = names
 
 
-def _seq(name: str) -> int:
-    return int(name[:20])
-
-
 class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets ``{"file": "<name of the last file read>"}`` (``""``: nothing read yet)."""
 
@@ -70,7 +66,7 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _listing(self) -> list[str]:
         """Names of the stored files, in name (= seq) order."""
         try:
-            return sorted(e.name for e in os.scandir(self.directory) if _NAME.fullmatch(e.name))
+            return sorted(e.name for e in os.scandir(self.directory) if is_landing_file(e.name))
         except FileNotFoundError:
             return []
 
@@ -102,12 +98,12 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not files:
             return start
         if isinstance(limit, ReadMaxRows):
-            first = _seq(files[0])
+            first = landing_file_seq(files[0])
 
             def rows(k: int) -> int:  # ops in files[:k]: a file ends where the next begins
                 if k < len(files):
-                    return _seq(files[k]) - first
-                return _seq(files[-1]) - first + self._lines(files[-1])
+                    return landing_file_seq(files[k]) - first
+                return landing_file_seq(files[-1]) - first + self._lines(files[-1])
 
             taken = 1
             while taken < len(files) and rows(taken + 1) <= limit.max_rows:
@@ -124,7 +120,7 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         files = [name for name in self._after(start) if name <= end_name]
         if not files:
             return []
-        starts = [_seq(name) for name in files]
+        starts = [landing_file_seq(name) for name in files]
         sizes = [b - a for a, b in zip(starts, starts[1:])] + [self._lines(files[-1])]  # ops per file
         count = max(1, min(self.partition_count, len(files), sum(sizes) // MIN_PARTITION_OPS))
         share = sum(sizes) / count
