@@ -75,11 +75,14 @@ class SharedEngine(StreamEngine):
 
     Build it, call :meth:`set_plan` (again whenever the plan changes), then
     :meth:`apply` ops in order. Changes go to ``sink`` and window values to
-    ``aggregate_sink`` as they happen; :meth:`results` gives a query's live set.
+    ``aggregate_sink`` as they happen, and ``forget`` hears of every tuple
+    that leaves the store (deleted or expired); :meth:`results` gives a
+    query's live set.
     """
 
     def __init__(self, schema: Schema, mode: str = "widen", sink: QuerySink = _ignore,
-                 aggregate_sink: AggregateSink = _ignore, selection_kind: str = "hybrid",
+                 aggregate_sink: AggregateSink = _ignore, forget: Callable[[str, Any], None] = _ignore,
+                 selection_kind: str = "hybrid",
                  selection_period: int = 10_000, selection_mu: float = 0.1,
                  narrowing: NarrowingRule = NarrowingRule()):
         if mode not in SHARING_MODES:
@@ -89,6 +92,7 @@ class SharedEngine(StreamEngine):
         self.mode = mode
         self.sink = sink
         self.aggregate_sink = aggregate_sink
+        self.forget = forget
         self.selection_args = (selection_kind, selection_period, selection_mu)
         self.narrowing = narrowing
         self.clock = Clock()
@@ -138,16 +142,19 @@ class SharedEngine(StreamEngine):
         leaving = [qid for qid in old if wanted.get(qid) != old[qid]]
         joining = [q for q in queries if old.get(q.id) != q]
         # every class as (properties, members); a touched class's member set or properties change
-        plans = {c.index: (c.props, dict(c.members)) for c in self._live_classes()}
+        plans = {c.index: (c.props, dict(c.members)) for c in self.live_classes()}
         touched: set[int] = set()
+        freed = set()
         for qid in leaving:
             index = self.class_of.pop(qid).index
             bit = self.bit_of.pop(qid)
             del self.queries[bit]
             del plans[index][1][bit]
             touched.add(index)
+            freed.add(bit)
         for q in joining:
-            bit = min(set(range(len(self.queries) + 1)) - set(self.queries))
+            taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
+            bit = min(set(range(len(taken) + 1)) - taken)
             self.bit_of[q.id] = bit
             self.queries[bit] = q
         self._set_vocabulary()
@@ -167,7 +174,7 @@ class SharedEngine(StreamEngine):
                                            current.delivery.undelivered, self.narrowing):
                 plans[index] = (narrowed, members)
         if narrow_now:
-            for cls in self._live_classes():
+            for cls in self.live_classes():
                 members = plans[cls.index][1]
                 if members:
                     plans[cls.index] = (narrow(list(members.values())), members)
@@ -224,20 +231,21 @@ class SharedEngine(StreamEngine):
         common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver, self._schedule)
         cls: ClassRuntime
         if props.output == "results":
-            cls = KeywordClass(*common, schema=self.schema, vocabulary=self.vocabulary, lattices=self._lattice)
+            cls = KeywordClass(*common, schema=self.schema, vocabulary=self.vocabulary, lattices=self.lattice)
         else:
             cls = FilterClass(*common)
         self.classes[index] = cls
         return cls
 
-    def _lattice(self, m: int, tmax: int) -> Lattice:
+    def lattice(self, m: int, tmax: int) -> Lattice:
+        """The CN lattice of ``m`` keywords and ``tmax`` on this schema (built once)."""
         key = (m, tmax)
         lattice = self._lattices.get(key)
         if lattice is None:
             lattice = self._lattices[key] = Lattice.build(self.schema, m, tmax)
         return lattice
 
-    def _live_classes(self) -> list[ClassRuntime]:
+    def live_classes(self) -> list[ClassRuntime]:
         return [c for c in self.classes if c is not None]
 
     def _set_vocabulary(self) -> None:
@@ -267,7 +275,7 @@ class SharedEngine(StreamEngine):
     def _set_routes(self) -> None:
         self._keyword_classes = {}
         self._filter_classes = {}
-        for cls in self._live_classes():
+        for cls in self.live_classes():
             for word in cls.props.keywords:
                 bit = self.vocabulary[word]
                 self._keyword_classes[bit] = self._keyword_classes.get(bit, 0) | cls.bit
@@ -336,8 +344,13 @@ class SharedEngine(StreamEngine):
                         break
         return mask
 
-    def apply(self, op: Op, qmask: int | None = None) -> list:  # type: ignore[override]
-        """Apply one op (changes go to the sinks); ``qmask`` is the executors' bitmap, if any.
+    def apply(self, op: Op, qmask: int | None = None,  # type: ignore[override]
+              hits: Iterable[str] | None = None) -> list:
+        """Apply one op (changes go to the sinks).
+
+        ``qmask`` is the global-result bitmap and ``hits`` the keywords of
+        the stream's vocabulary the tuple contains, when the executors
+        computed them with the current plan (else they are computed here).
 
         Raises :class:`~streaming.ops.OpRejected` and changes nothing for an
         op the stream rules reject.
@@ -365,7 +378,13 @@ class SharedEngine(StreamEngine):
             assert values is not None
             q = (self.admission.qmask(relation, values) if qmask is None
                  else self.admission.from_bitmap(relation, qmask))
-            row = self.store.add(relation, key, values, self._classify(relation, values), ts, q)
+            if hits is None:
+                mask = self._classify(relation, values)
+            else:
+                mask = 0
+                for word in hits:
+                    mask |= 1 << self.vocabulary[word]
+            row = self.store.add(relation, key, values, mask, ts, q)
             self.window.push(relation, key, row)
             self._route_insert(relation, key, row)
             for agg in self._aggregates_by_relation.get(relation, ()):
@@ -427,7 +446,40 @@ class SharedEngine(StreamEngine):
                 self.class_evaluations += 1
                 cls.delete(relation, key, row)
         self.store.remove(relation, key)
+        self.forget(relation, key)
         return []
+
+    def restore(self, ops: Iterable[Op], clock: float | None) -> None:
+        """Take back stored tuples (inserts, in event-time order) with no evaluation, then evaluate
+        every class at once (CNEvalStatic); ``clock`` is the stream time the evaluator had reached.
+
+        For a restarted evaluator: the plan is set, nothing applied yet.
+        """
+        if self.applied or len(self.store):
+            raise RuntimeError("restore() starts an engine: it must come before any op")
+        store, window = self.store, self.window
+        for op in ops:
+            assert op.values is not None
+            for relation, key in list(window.due(op.ts, store)):
+                store.remove(relation, key)
+                self.forget(relation, key)
+            row = store.add(op.relation, op.key, op.values, self._classify(op.relation, op.values), op.ts,
+                            self.admission.qmask(op.relation, op.values, observe=False))
+            window.push(op.relation, op.key, row)
+            self.last_ts = op.ts
+        if clock is not None:
+            self.last_ts = clock if self.last_ts is None else max(self.last_ts, clock)
+            for relation, key in list(window.due(self.last_ts, store)):
+                store.remove(relation, key)
+                self.forget(relation, key)
+        if self.last_ts is not None:
+            self.clock.now = self.last_ts
+        for cls in self.live_classes():
+            cls.detach()
+            rebuilt = self._new_class(cls.index, cls.props, cls.members)
+            rebuilt.build()
+            for q in rebuilt.members.values():
+                self.class_of[q.id] = rebuilt
 
     # -- event-time work -----------------------------------------------------------------
 
@@ -463,7 +515,10 @@ class SharedEngine(StreamEngine):
     # -- output ------------------------------------------------------------------------
 
     def _deliver(self, bit: int, kind: str, result: Result) -> None:
-        qid = self.queries[bit].id
+        query = self.queries.get(bit)
+        if query is None:  # a query that left, while its class waits to be rebuilt
+            return
+        qid = query.id
         self.sink(qid, kind, result)
         if kind == "add":
             aggs = self._aggregates_by_query.get(qid)
@@ -481,7 +536,7 @@ class SharedEngine(StreamEngine):
         raise TypeError("a shared engine has a live set per query: use results(query_id)")
 
     def stats(self) -> dict[str, Any]:
-        classes = self._live_classes()
+        classes = self.live_classes()
         return {
             "sharing": self.mode,
             "queries": len(self.queries),

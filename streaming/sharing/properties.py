@@ -37,6 +37,8 @@ __all__ = [
     "QuerySource",
     "AggregateEntry",
     "SharingPlan",
+    "StreamEntry",
+    "EvaluatorPlan",
     "Selection",
     "QueryProperties",
     "AggregateProperties",
@@ -69,12 +71,6 @@ class QueryEntry(_Entry):
     tmax: int = Field(default=5, ge=1, le=10)
     window_seconds: float | None = Field(default=None, gt=0)
     predicates: list[PredicateEntry] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _needs_content(self) -> "QueryEntry":
-        if not self.keywords and not self.predicates:
-            raise ValueError(f"query {self.id}: a query needs keywords, or predicates (a filter subscription)")
-        return self
 
 
 class RelationSource(_Entry):
@@ -133,6 +129,32 @@ class SharingPlan(_Entry):
                     raise ValueError(f"{kind} id {i} is given twice")
                 seen.add(i)
         return self
+
+
+class StreamEntry(_Entry):
+    """The stream an evaluator reads: its id, name, schema document and source."""
+
+    id: int
+    name: str
+    schema_: dict[str, Any] = Field(alias="schema")
+    source: dict[str, Any]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class EvaluatorPlan(_Entry):
+    """What an evaluator re-reads at each batch boundary (written by the web tier with a new version).
+
+    ``narrow`` is bumped by the operator action that narrows every class of
+    the stream now (``manage.py narrow_stream``).
+    """
+
+    version: int
+    evaluator: int
+    stream: StreamEntry
+    queries: list[QueryEntry] = Field(default_factory=list)
+    aggregates: list[AggregateEntry] = Field(default_factory=list)
+    narrow: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +241,8 @@ def _structural_attributes(schema: Schema, relation: str) -> set[str]:
 def query_properties(entry: QueryEntry, schema: Schema) -> QueryProperties:
     """The properties of one query; raises ``ValueError`` naming the bad place."""
     where = f"query {entry.id}"
+    if not entry.keywords and not entry.predicates:
+        raise ValueError(f"{where}: a query without keywords needs predicates (a filter subscription)")
     keywords = frozenset(parse_keywords(entry.keywords)) if entry.keywords else frozenset()
     predicates = _parse_predicates(entry.predicates, schema, where)
     selection = _selection(predicates)
