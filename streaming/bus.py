@@ -27,6 +27,7 @@ import redis
 
 from .events import (
     EvaluatorStatus,
+    SharingReport,
     ResultAdded,
     ResultRemoved,
     ResultView,
@@ -49,6 +50,8 @@ __all__ = [
     "read_plan",
     "write_heartbeat",
     "read_heartbeat",
+    "write_sharing_report",
+    "read_sharing_report",
 ]
 
 CHANGES_MAXLEN = 100_000
@@ -100,6 +103,11 @@ class Keys:
     @staticmethod
     def heartbeat(evaluator_id: int) -> str:
         return f"kw:evaluator:{evaluator_id}:heartbeat"
+
+    @staticmethod
+    def sharing_report(stream_id: int) -> str:
+        """The stream's latest :class:`~streaming.events.SharingReport` (the Sharing page reads it)."""
+        return f"kw:stream:{stream_id}:sharing"
 
 
 def connect(url: str) -> redis.Redis:
@@ -224,3 +232,12 @@ def write_heartbeat(client: redis.Redis, status: EvaluatorStatus, ttl_seconds: i
 def read_heartbeat(client: redis.Redis, evaluator_id: int) -> EvaluatorStatus | None:
     raw = client.get(Keys.heartbeat(evaluator_id))
     return None if raw is None else EvaluatorStatus.model_validate_json(raw)
+
+
+def write_sharing_report(client: redis.Redis, report: SharingReport) -> None:
+    client.set(Keys.sharing_report(report.stream), report.model_dump_json())
+
+
+def read_sharing_report(client: redis.Redis, stream_id: int) -> SharingReport | None:
+    raw = client.get(Keys.sharing_report(stream_id))
+    return None if raw is None else SharingReport.model_validate_json(raw)

@@ -371,7 +371,9 @@ class GroupEvaluator:
             if selection is not None:
                 events += selection.drain_events(self.stream_id, now)
             if now - self._reported >= _REPORT_SECONDS:
-                events.append(self.report(now))
+                report = self.report(now)
+                bus.write_sharing_report(self.client, report)
+                events.append(report)
             if events:
                 with self.client.pipeline(transaction=False) as pipe:
                     for event in events:
