@@ -512,6 +512,24 @@ class SharedEngine(StreamEngine):
                     agg.pending = None
                     self._arm(agg, agg.close(now))
 
+    def aggregate_state(self) -> dict[str, Any]:
+        """The running windows of every aggregate class (JSON), keyed by the class's signature."""
+        return {cls.signature: cls.aggregator.state() for cls in self.aggregate_classes}
+
+    def restore_aggregates(self, states: Mapping[str, Any]) -> int:
+        """Take back saved windows of the classes whose signature is unchanged; returns how many."""
+        restored = 0
+        for cls in self.aggregate_classes:
+            state = states.get(cls.signature)
+            cls.pending = None
+            if state is not None:
+                cls.aggregator.restore(state)
+                self._arm(cls, cls.aggregator.next_close)
+                restored += 1
+            elif self.last_ts is not None:  # a class without saved windows starts now
+                self._arm(cls, cls.start(self.last_ts))
+        return restored
+
     # -- output ------------------------------------------------------------------------
 
     def _deliver(self, bit: int, kind: str, result: Result) -> None:
