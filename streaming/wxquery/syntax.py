@@ -198,7 +198,7 @@ class LetClause:
 
     var: str
     function: str
-    argument: PathExpr
+    argument: PathExpr | VarRef
     pos: Pos = field(default=Pos(0, 0), compare=False)
 
 
