@@ -130,11 +130,15 @@ class JoinAnnotation(_Frozen):
 
 
 class APF(_Frozen):
-    """The abstraction of a join query: one APT per input, and the join annotation."""
+    """The abstraction of a join query: one APT per input, and the join annotation.
+
+    ``join`` is None for a stream of windows shared by join queries with
+    different steps (selective window sharing): each joins on its own.
+    """
 
     type: Literal["apf"] = "apf"
     trees: tuple[APT, ...]
-    join: JoinAnnotation
+    join: JoinAnnotation | None
 
     def tree_of(self, stream: str) -> APT:
         return next(t for t in self.trees if t.stream == stream)

@@ -145,6 +145,8 @@ class _Compiler:
         self.nested: dict[int, str] = {}
         self._keep: list[object] = []
         self._qualify = False
+        self._join_parts: list[DNF] = []
+        self._join_local: list[DNF] = []
         self.paths: list[set[str]] = []
         self.outputs: list[dict[str, DNF]] = []
         self.window_outputs: set[str] = set()
@@ -199,6 +201,8 @@ class _Compiler:
             self._add_outputs(0, self._local_paths(0, self.inputs[0].pre) | self._local_paths(0, where), context)
         else:
             context = where
+            self._join_local = [conjoin(TRUE, *(self._input_condition(i, part) for part in self._join_parts))
+                                for i in range(len(self.inputs))]
             for i in range(len(self.inputs)):
                 self._add_outputs(i, self._local_paths(i, where), TRUE)
         self._check_results(flwr.result)
@@ -403,6 +407,7 @@ class _Compiler:
             if aggs and aggs != predicate.paths():
                 raise WXQueryError("a where condition mixes aggregate values and elements; make them separate "
                                    "conjuncts (... and ...)", conjunct.pos)
+            self._join_parts.append(predicate)
             if aggs:
                 having.append(predicate)
             elif windowed:
@@ -530,12 +535,13 @@ class _Compiler:
             outputs[path] = disjoin(outputs[path], local) if path in outputs else local
 
     def _localize(self, index: int, cond: DNF) -> DNF:
-        """The part of a (possibly qualified) condition that is about input ``index`` alone."""
+        """One input: ``cond``; a join: the where conjuncts about input ``index`` alone."""
         if len(self.inputs) == 1:
             return cond
-        return self._input_condition(index, cond)
+        return self._join_local[index]
 
     def _input_condition(self, index: int, cond: DNF) -> DNF:
+        """``cond`` unqualified if it reads input ``index`` alone, else true."""
         prefix = f'stream("{self.inputs[index].stream}")'
         if all(all(a.path.startswith(prefix) and (a.minus is None or a.minus.startswith(prefix)) for a in c)
                for c in cond.any_of):
@@ -578,8 +584,8 @@ class _Compiler:
     def _abstraction(self, where: DNF, post: DNF, having: DNF) -> Abstraction:
         if len(self.inputs) == 1:
             return self._apt(0, where, post, having)
-        trees = tuple(self._apt(i, self._input_condition(i, where), TRUE, TRUE) for i in range(len(self.inputs)))
-        join = conjoin(TRUE, *(d for d in self._conjuncts(where) if self._spans(d)))
+        trees = tuple(self._apt(i, TRUE, TRUE, TRUE) for i in range(len(self.inputs)))
+        join = conjoin(TRUE, *(part for part in self._join_parts if self._spans(part)))
         parents = tuple(sorted(qualify(inp.stream, p) for i, inp in enumerate(self.inputs)
                                for p in self.outputs[i]))
         return APF(trees=trees, join=JoinAnnotation(predicate=join, parents=parents))
@@ -602,13 +608,6 @@ class _Compiler:
         unique = tuple({a.key: a for a in aggregates}.values())
         outputs = {p: TRUE for p in self.window_outputs}
         return build_apt(inp.stream, inp.dtd, paths, outputs, window=window, aggregates=unique)
-
-    @staticmethod
-    def _conjuncts(where: DNF) -> list[DNF]:
-        """Independent conjuncts of a pair condition: one per disjunction over a set of inputs."""
-        if len(where.any_of) != 1:
-            return [where]
-        return [DNF(any_of=((a,),)) for a in where.any_of[0]]
 
     def _spans(self, predicate: DNF) -> bool:
         streams = set()

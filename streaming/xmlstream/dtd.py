@@ -9,7 +9,7 @@ The DTD is read by lxml. Entity and notation declarations are refused: a
 stream DTD describes structure only, and refusing them removes every way for a
 DTD to pull in external files or expand text.
 
->>> dtd = StreamDTD.from_text(PHOTONS_EXAMPLE)
+>>> dtd = StreamDTD.from_text(_EXAMPLE)
 >>> dtd.root, dtd.item
 ('photons', 'photon')
 >>> dtd.children("cel")
@@ -28,20 +28,15 @@ from typing import Iterator
 
 from lxml import etree
 
-__all__ = ["DTDError", "Occurrence", "StreamDTD", "PHOTONS_EXAMPLE"]
+__all__ = ["DTDError", "Occurrence", "StreamDTD"]
 
-PHOTONS_EXAMPLE = """<!ELEMENT photons (photon*)>
-<!ELEMENT photon (coord, phc, en, det_time)>
-<!ELEMENT coord (cel, det)>
+_EXAMPLE = """<!ELEMENT photons (photon*)>
+<!ELEMENT photon (coord, en)>
+<!ELEMENT coord (cel)>
 <!ELEMENT cel (ra, dec)>
 <!ELEMENT ra (#PCDATA)>
 <!ELEMENT dec (#PCDATA)>
-<!ELEMENT det (dx, dy)>
-<!ELEMENT dx (#PCDATA)>
-<!ELEMENT dy (#PCDATA)>
-<!ELEMENT phc (#PCDATA)>
 <!ELEMENT en (#PCDATA)>
-<!ELEMENT det_time (#PCDATA)>
 """
 
 _FORBIDDEN = re.compile(r"<!\s*(ENTITY|NOTATION)\b|%[A-Za-z_]|\bSYSTEM\b|\bPUBLIC\b")
