@@ -97,6 +97,7 @@ class AloneEvaluator:
     def __init__(self, sub: Subscription):
         self.sub = sub
         self.entered: list[list[Entered]] = [[] for _ in sub.inputs]
+        self.counts = [0 for _ in sub.inputs]
         self.next_end: list[float | None] = [None for _ in sub.inputs]
         self.last_end: list[float | None] = [None for _ in sub.inputs]
 
@@ -109,7 +110,8 @@ class AloneEvaluator:
             values = ItemValues({None: item, stream: item})
             if not evaluate(inp.pre, values):
                 continue
-            position = window_position(inp, values, len(self.entered[index]) + 1)
+            self.counts[index] += 1
+            position = window_position(inp, values, self.counts[index])
             if len(self.sub.inputs) > 1:
                 out += self._join_push(index, Entered(item, position, values))
             elif inp.window is None:
@@ -137,10 +139,19 @@ class AloneEvaluator:
             items.append(entered)
         else:
             items.append(entered)
-            n = len(items)
+            n = int(entered.position)
             if n % window.step == 0 and n >= window.size:
                 out += self._evaluate_window(inp, n, items)
+        self._forget(0, entered.position)
         return out
+
+    def _forget(self, index: int, newest: float) -> None:
+        """Drop entered items no later instance can hold (they are before every future window's start)."""
+        w = self.sub.inputs[index].window
+        horizon = newest - w.size - w.step
+        items = self.entered[index]
+        if items and items[0].position < horizon:
+            self.entered[index] = [e for e in items if e.position >= horizon]
 
     def _evaluate_window(self, inp: Input, end: float, items: list[Entered]) -> list[str]:
         window = inp.window
@@ -177,9 +188,13 @@ class AloneEvaluator:
             items.append(entered)
         else:
             items.append(entered)
-            n = len(items)
+            n = int(entered.position)
             if n % window.step == 0:
                 out += self._join_update(index, n)
+        other = 1 - index
+        if self.last_end[other] is not None:
+            self._forget(other, self.last_end[other])
+        self._forget(index, entered.position)
         return out
 
     def _join_update(self, index: int, end: float) -> list[str]:

@@ -43,6 +43,8 @@ __all__ = [
     "narrow",
     "same_abstraction",
     "join_case",
+    "pair_condition",
+    "relax_join_windows",
 ]
 
 Shape = Literal["items", "aggregates", "window-items", "join", "windows"]
@@ -226,7 +228,7 @@ def same_abstraction(a: Abstraction, b: Abstraction) -> bool:
 
 # -- APFs -----------------------------------------------------------------------------------------
 
-def _total(apf: APF) -> DNF:
+def pair_condition(apf: APF) -> DNF:
     """The whole pair condition: every tree's selection (stream-qualified) and the join annotation."""
     parts = [apf.join.predicate] if apf.join is not None else []
     for tree in apf.trees:
@@ -278,7 +280,7 @@ def _apf_matches(stream: APF, query: APF) -> bool:
         return False
     if any(s.window.size < q.window.size for s, q in zip(stream.trees, query.trees)):
         return False
-    return implies(_total(query), _total(stream))
+    return implies(pair_condition(query), pair_condition(stream))
 
 
 def _apf_merge(stream: APF, query: APF, dtds: DTDs) -> APF | None:
@@ -299,6 +301,29 @@ def _apf_merge(stream: APF, query: APF, dtds: DTDs) -> APF | None:
         trees.append(tree)
     if windows_only:
         return APF(trees=tuple(trees), join=None)
-    relaxed = disjoin(_total(stream), _total(query))
+    relaxed = disjoin(pair_condition(stream), pair_condition(query))
     parents = tuple(sorted(set(stream.join.parents) | set(query.join.parents)))
     return APF(trees=tuple(trees), join=JoinAnnotation(predicate=relaxed, parents=parents))
+
+
+def relax_join_windows(apf: APF, members: Sequence[APF]) -> APF:
+    """A window-sharing APF whose relaxed windows divide every member's windows (RELAXWINDOW over all).
+
+    Merging two APFs sees only the group's windows, which after selective
+    join sharing are the largest sizes, not each member's; the relaxed
+    windows must combine into every member's own.
+    """
+    if apf.join is not None:
+        return apf
+    trees = []
+    for i, tree in enumerate(apf.trees):
+        windows = [(m.trees[i].window.size, m.trees[i].window.step) for m in members]
+        size, step = relax_window(windows + [(tree.window.size, tree.window.step)])
+        window = tree.window.model_copy(update={"size": size, "step": step})
+        trees.append(_with_window(tree, window))
+    return apf.model_copy(update={"trees": tuple(trees)})
+
+
+def _with_window(apt: APT, window: Window) -> APT:
+    item = apt.tree.children[0].model_copy(update={"window": window})
+    return apt.model_copy(update={"tree": apt.tree.model_copy(update={"children": (item,)})})
