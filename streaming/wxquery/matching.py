@@ -45,6 +45,7 @@ __all__ = [
     "join_case",
     "pair_condition",
     "relax_join_windows",
+    "qualified",
 ]
 
 Shape = Literal["items", "aggregates", "window-items", "join", "windows"]
@@ -234,11 +235,12 @@ def pair_condition(apf: APF) -> DNF:
     for tree in apf.trees:
         node_sel = tree.tree.children[0].selection if tree.tree.children else None
         if node_sel is not None:
-            parts.append(_qualified(node_sel, tree.stream))
+            parts.append(qualified(node_sel, tree.stream))
     return conjoin(TRUE, *parts)
 
 
-def _qualified(predicate: DNF, stream: str) -> DNF:
+def qualified(predicate: DNF, stream: str) -> DNF:
+    """``predicate`` with its paths qualified by ``stream`` (for pair conditions)."""
     return DNF(any_of=tuple(tuple(a.model_copy(update={
         "path": qualify(stream, a.path), "minus": qualify(stream, a.minus) if a.minus else None})
         for a in conj) for conj in predicate.any_of))

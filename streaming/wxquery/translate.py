@@ -33,7 +33,7 @@ from ..xmlstream.dtd import StreamDTD
 from .apt import APF, APT, Abstraction, Aggregate, JoinAnnotation, Window, build_apt
 from .parser import WXQueryError, parse_wxquery
 from .paths import absolute, qualify, split
-from .predicates import DNF, FALSE, TRUE, Atom, conjoin, disjoin, negate
+from .predicates import DNF, FALSE, TRUE, Atom, conjoin, disjoin, implies, negate
 from .syntax import (
     FLWR,
     And,
@@ -205,7 +205,6 @@ class _Compiler:
                                 for i in range(len(self.inputs))]
             for i in range(len(self.inputs)):
                 self._add_outputs(i, self._local_paths(i, where), TRUE)
-        self._check_results(flwr.result)
         self._result(flwr.result, context)
         abstraction = self._abstraction(where, post, having)
         return Subscription(
@@ -429,42 +428,22 @@ class _Compiler:
 
     # -- the result expression -------------------------------------------------------------------
 
-    def _check_results(self, expr: Expr) -> None:
-        """Each result item must hold an element of the stream or an aggregate value (paper Sect. 2)."""
-        if isinstance(expr, Element):
-            if not any(self._always(c) for c in expr.content):
-                raise WXQueryError(f"<{expr.tag}> may be returned without any element of the stream or "
-                                   "aggregate value in it; the subset requires one in every result (Sect. 2)",
-                                   expr.pos)
-        elif isinstance(expr, Sequence):
-            for item in expr.items:
-                self._check_results(item)
-        elif isinstance(expr, IfExpr):
-            self._check_results(expr.then)
-            self._check_results(expr.orelse)
-        elif isinstance(expr, FLWR):
-            self._check_results(expr.result)
+    def _result(self, expr: Expr, context: DNF) -> DNF:
+        """Record what ``expr`` returns under ``context``; return when it returns an element or value.
 
-    def _always(self, expr: Expr) -> bool:
-        """Whether ``expr`` returns an element of the stream or an aggregate value whenever it is evaluated."""
-        if isinstance(expr, (VarRef, PathExpr)):
-            return True
+        A constructed element must hold an element of the stream or an
+        aggregate value whenever it is built (paper Sect. 2): its content
+        must provide one under every condition of its context.
+        """
         if isinstance(expr, Element):
-            return any(self._always(c) for c in expr.content)
+            provided = disjoin(FALSE, *(self._result(child, context) for child in expr.content))
+            if not implies(context, provided):
+                raise WXQueryError(f"<{expr.tag}> may be returned without any element of the stream or aggregate "
+                                   "value in it; the subset requires one in every result (Sect. 2)", expr.pos)
+            return provided
         if isinstance(expr, Sequence):
-            return any(self._always(c) for c in expr.items)
+            return disjoin(FALSE, *(self._result(child, context) for child in expr.items))
         if isinstance(expr, IfExpr):
-            return self._always(expr.then) and self._always(expr.orelse)
-        return False
-
-    def _result(self, expr: Expr, context: DNF) -> None:
-        if isinstance(expr, Element):
-            for child in expr.content:
-                self._result(child, context)
-        elif isinstance(expr, Sequence):
-            for child in expr.items:
-                self._result(child, context)
-        elif isinstance(expr, IfExpr):
             cond = self._cond(expr.cond, None, None)
             windowed = len(self.inputs) == 1 and self.inputs[0].window is not None
             if windowed and any("(" not in p for p in cond.paths()):
@@ -475,23 +454,23 @@ class _Compiler:
             if not windowed:
                 for i in range(len(self.inputs)):
                     self._add_outputs(i, self._local_paths(i, cond), context if len(self.inputs) == 1 else TRUE)
-            for key in (p for p in cond.paths() if "(" in p and not p.startswith("stream(")):
-                self.agg_contexts[key] = disjoin(self.agg_contexts.get(key, FALSE), context)
-            self._result(expr.then, conjoin(context, cond))
-            self._result(expr.orelse, conjoin(context, negate(cond)))
-        elif isinstance(expr, VarRef):
+            then = self._result(expr.then, conjoin(context, cond))
+            orelse = self._result(expr.orelse, conjoin(context, negate(cond)))
+            return disjoin(conjoin(cond, then), conjoin(negate(cond), orelse))
+        if isinstance(expr, VarRef):
             binding = self._binding(expr.name, expr.pos)
             if binding.kind == "let":
                 key = binding.let.aggregate.key
                 self.agg_contexts[key] = disjoin(self.agg_contexts.get(key, FALSE), context)
             else:
                 self._output(binding, binding.path or self.inputs[binding.input].item_path, context)
-        elif isinstance(expr, PathExpr):
-            self._returned_path(expr, context)
-        elif isinstance(expr, FLWR):
+            return TRUE
+        if isinstance(expr, PathExpr):
+            return self._returned_path(expr, context)
+        if isinstance(expr, FLWR):
             self._nested(expr, context)
-        else:  # pragma: no cover - the parser builds nothing else
-            raise WXQueryError("unsupported expression", getattr(expr, "pos", None))
+            return FALSE
+        raise WXQueryError("unsupported expression", getattr(expr, "pos", None))  # pragma: no cover
 
     def _binding(self, name: str, pos: Pos) -> _Binding:
         binding = self.env.get(name)
@@ -499,7 +478,7 @@ class _Compiler:
             raise WXQueryError(f"unknown variable ${name}", pos)
         return binding
 
-    def _returned_path(self, expr: PathExpr, context: DNF) -> None:
+    def _returned_path(self, expr: PathExpr, context: DNF) -> DNF:
         if not isinstance(expr.base, VarRef):
             raise WXQueryError("a returned path starts at a variable ($x/...)", expr.pos)
         binding = self._binding(expr.base.name, expr.base.pos)
@@ -518,6 +497,12 @@ class _Compiler:
         self.nested[id(expr)] = full
         self._keep.append(expr)
         self._output(binding, full, context)
+        base = split(start)
+        steps = split(full)[len(base):]
+        dtd = self._dtd(binding.input)
+        required = all((occ := dtd.occurrence(parent, child)) is not None and occ.low >= 1
+                       for parent, child in zip((base[-1],) + steps[:-1], steps))
+        return TRUE if required else FALSE
 
     def _output(self, binding: _Binding, path: str, context: DNF) -> None:
         index = binding.input
