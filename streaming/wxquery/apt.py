@@ -152,13 +152,16 @@ def build_apt(stream: str, dtd: StreamDTD, paths: set[str], outputs: dict[str, D
     """Assemble the path tree (DTD order) and pull selections up (Sect. 3.2.1-3.2.2).
 
     An output below another output whose condition it implies is implicit
-    (Sect. 4.1) and dropped; conditions are normalised so equal conditions are
-    equal models.
+    (Sect. 4.1) and dropped, and so is any other path below an output (it is
+    in the output's subtree); conditions are normalised so equal conditions
+    are equal models.
     """
     conds = {p: normalize(c) for p, c in outputs.items() if not c.is_false}
     kept = {p: c for p, c in conds.items()
             if not any(a != p and is_prefix(a, p) and implies(c, conds[a]) for a in conds)}
-    every = set(paths) | set(kept) | {a.path for a in aggregates} | {absolute((dtd.root, dtd.item))}
+    annotated = {a.path for a in aggregates} | ({window.reference} if window and window.reference else set())
+    implicit = {p for p in paths if p not in annotated and any(a != p and is_prefix(a, p) for a in kept)}
+    every = (set(paths) - implicit) | set(kept) | annotated | {absolute((dtd.root, dtd.item))}
     every |= {absolute(split(p)[:i]) for p in every for i in range(1, len(split(p)))}
     item_depth = 2
 

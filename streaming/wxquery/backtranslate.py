@@ -43,37 +43,42 @@ def _rel(var: str, base: str, path: str) -> str:
     return "$" + var + "".join(f"/{s}" for s in steps)
 
 
-def _chain(var: str, item_path: str, outputs: list[str], indent: str) -> str:
-    """The outputs enclosed in their ancestors' elements below the item, in DTD (given) order."""
-    lines: list[str] = []
-
-    def emit(prefix: str, members: list[str], depth: str) -> None:
+def _expressions(var: str, item_path: str, outputs: list[str]) -> list[str]:
+    """The outputs as expressions: paths, enclosed in their ancestors' constructors below the item (DTD order)."""
+    def build(prefix: str, members: list[str]) -> list[str]:
         groups: dict[str, list[str]] = defaultdict(list)
         order: list[str] = []
         for path in members:
-            if path == prefix:
-                lines.append(f"{depth}{{ {_rel(var, item_path, path)} }}")
-                continue
             child = prefix + "/" + split(path)[len(split(prefix))]
             if child not in groups:
                 order.append(child)
             groups[child].append(path)
+        out = []
         for child in order:
             inner = groups[child]
-            if inner == [child]:
-                lines.append(f"{depth}{{ {_rel(var, item_path, child)} }}")
+            if child in inner:
+                out.append(_rel(var, item_path, child))
             else:
                 name = split(child)[-1]
-                lines.append(f"{depth}<{name}>")
-                emit(child, inner, depth + "  ")
-                lines.append(f"{depth}</{name}>")
-    emit(item_path, outputs, indent)
-    return "\n".join(lines)
+                out.append(f"<{name}>" + "".join(_enclosed(e) for e in build(child, inner)) + f"</{name}>")
+        return out
+    return build(item_path, outputs)
+
+
+def _enclosed(expression: str) -> str:
+    """An expression as element content: constructors as they are, paths in braces."""
+    return expression if expression.startswith("<") else f"{{ {expression} }}"
+
+
+def _chain(var: str, item_path: str, outputs: list[str], indent: str) -> str:
+    return "\n".join(indent + _enclosed(e) for e in _expressions(var, item_path, outputs))
 
 
 def _preserving(apt: APT, var: str = "v") -> str:
     item = apt.item_path
     outputs = apt.outputs()
+    if not outputs:
+        raise ValueError("the APT has no output element: it describes an empty stream")
     name = lambda p: _rel(var, item, p)  # noqa: E731 - a path renderer
     where = disjoin(*outputs.values()) if outputs else TRUE
     by_condition: list[tuple[DNF, list[str]]] = []
@@ -90,7 +95,8 @@ def _preserving(apt: APT, var: str = "v") -> str:
         if equivalent(cond, where):
             body.append(chain)
         else:
-            body.append(f"      {{ if ({cond.render(name)}) then (\n{chain}\n      ) else () }}")
+            parts = ", ".join(_expressions(var, item, paths))
+            body.append(f"        {{ if ({cond.render(name)}) then ({parts}) else () }}")
     clause = "" if where.is_true else f"\n    where {where.render(name)}"
     return (f"<{apt.root}>\n  {{ for ${var} in stream(\"{apt.stream}\")/{apt.root}/{apt.item}{clause}\n"
             f"    return\n      <{apt.item}>\n" + "\n".join(body) + f"\n      </{apt.item}> }}\n</{apt.root}>")

@@ -211,7 +211,7 @@ def same_abstraction(a: Abstraction, b: Abstraction) -> bool:
         if a.join is not None and not equivalent(a.join.predicate, b.join.predicate):
             return False
         return all(same_abstraction(x, y) for x, y in zip(a.trees, b.trees))
-    if not _same_input(a, b) or set(a.paths()) != set(b.paths()):
+    if not _same_input(a, b) or _essential(a) != _essential(b):
         return False
     ao, bo = a.outputs(), b.outputs()
     if set(ao) != set(bo) or not all(equivalent(ao[p], bo[p]) for p in ao):
@@ -225,6 +225,27 @@ def same_abstraction(a: Abstraction, b: Abstraction) -> bool:
     bg = {g.key: g for g in b.aggregates}
     return set(ag) == set(bg) and all(
         equivalent(ag[k].selection, bg[k].selection) and ag[k].output == bg[k].output for k in ag)
+
+
+def _essential(apt: APT) -> set[str]:
+    """The paths an APT's stream depends on: outputs, aggregated and reference elements, predicate paths.
+
+    Other nodes of the path tree are references the query made that its
+    conditions do not depend on after normalisation (``a < 0 or (a < 0 and
+    b < 0)`` reads ``b`` but does not depend on it).
+    """
+    out = set(apt.outputs())
+    window = apt.window
+    predicates = [c for _, node, c in apt.nodes() if node.selection is not None]
+    if window is not None:
+        out |= {window.reference} if window.reference else set()
+        predicates += [window.pre, window.post]
+    for agg in apt.aggregates:
+        out.add(agg.path)
+        predicates += [agg.pre]
+    for predicate in predicates:
+        out |= {p for p in predicate.paths() if "(" not in p}
+    return out
 
 
 # -- APFs -----------------------------------------------------------------------------------------
