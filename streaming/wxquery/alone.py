@@ -101,21 +101,25 @@ class AloneEvaluator:
         self.next_end: list[float | None] = [None for _ in sub.inputs]
         self.last_end: list[float | None] = [None for _ in sub.inputs]
 
-    def push(self, stream: str, item: etree._Element) -> list[str]:
-        """Take one item of ``stream``; return the serialized result items it completes."""
+    def push(self, stream: str, item: etree._Element, values: ItemValues | None = None) -> list[str]:
+        """Take one item of ``stream``; return the serialized result items it completes.
+
+        ``values`` may hold the item's values already read (by a group for all its members).
+        """
         out: list[str] = []
         for index, inp in enumerate(self.sub.inputs):
             if inp.stream != stream:
                 continue
-            values = ItemValues({None: item, stream: item})
-            if not evaluate(inp.pre, values):
+            if values is None:
+                values = ItemValues({None: item, stream: item})
+            if not values.holds(inp.pre):
                 continue
             self.counts[index] += 1
             position = window_position(inp, values, self.counts[index])
             if len(self.sub.inputs) > 1:
                 out += self._join_push(index, Entered(item, position, values))
             elif inp.window is None:
-                if evaluate(self.sub.where, values):
+                if values.holds(self.sub.where):
                     out += self._results({inp.var: item}, values)
             else:
                 out += self._window_push(inp, Entered(item, position, values))
@@ -161,7 +165,7 @@ class AloneEvaluator:
         binding: dict[str, Any] = {inp.var: [e.item for e in content]}
         for let in self.sub.lets:
             agg = let.aggregate
-            chosen = [e for e in content if evaluate(agg.pre, e.values)]
+            chosen = [e for e in content if e.values.holds(agg.pre)]
             if agg.function == "count" and agg.path == inp.item_path:
                 numbers = [0.0] * len(chosen)
             else:
@@ -216,6 +220,6 @@ class AloneEvaluator:
         """The results of one pair (first input's item, second input's item), if it passes ``where``."""
         a, b = self.sub.inputs
         values = ItemValues({a.stream: x.item, b.stream: y.item})
-        if not evaluate(self.sub.where, values):
+        if not values.holds(self.sub.where):
             return []
         return self._results({a.var: x.item, b.var: y.item}, values)

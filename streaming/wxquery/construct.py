@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import copy
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
 from lxml import etree
 
 from .paths import split, stream_of
-from .predicates import DNF, Dim, evaluate
+from .predicates import DNF, Atom, Dim, evaluate
 from .syntax import FLWR, Element, Expr, IfExpr, PathExpr, Sequence, VarRef
 from .translate import Subscription
 
@@ -68,9 +69,32 @@ def child_path(element: etree._Element, steps: Iterable[str]) -> list[etree._Ele
     return level
 
 
-class ItemValues:
-    """The values of an item's compared elements, as numbers or strings, read on demand.
+@lru_cache(maxsize=4096)
+def _locate(path: str, depth: int) -> tuple[str | None, tuple[str, ...]]:
+    """The stream of a (possibly qualified) path and its steps below the item."""
+    return stream_of(path), split(path)[depth:]
 
+
+def _texts(item: etree._Element) -> dict[tuple[str, ...], str]:
+    """The text of every element of an item by its steps below the item (the first one of a repeated path)."""
+    table: dict[tuple[str, ...], str] = {}
+
+    def walk(element: etree._Element, steps: tuple[str, ...]) -> None:
+        for child in element:
+            if isinstance(child.tag, str):
+                here = steps + (child.tag,)
+                if here not in table:
+                    table[here] = child.text or ""
+                walk(child, here)
+    walk(item, ())
+    return table
+
+
+class ItemValues:
+    """The values of an item's compared elements, as numbers or strings, read once per item.
+
+    One instance per item can serve every subscription that reads the item
+    (the shared parsing of a group); comparisons are remembered too.
     Raises ``ValueError`` for a number that does not parse: runs check the
     numeric elements of every item up front (:mod:`streaming.wxquery.run`).
     """
@@ -78,14 +102,19 @@ class ItemValues:
     def __init__(self, items: Mapping[str | None, etree._Element], item_depth: int = 2):
         self.items = items
         self.depth = item_depth
+        self._tables: dict[str | None, dict[tuple[str, ...], str]] = {}
         self._cache: dict[Dim, Any] = {}
+        self._truth: dict[Atom, bool] = {}
 
     def _text(self, path: str) -> str | None:
-        item = self.items.get(stream_of(path))
-        if item is None:
-            return None
-        found = child_path(item, split(path)[self.depth:])
-        return (found[0].text or "") if found else None
+        stream, steps = _locate(path, self.depth)
+        table = self._tables.get(stream)
+        if table is None:
+            item = self.items.get(stream)
+            if item is None:
+                return None
+            table = self._tables[stream] = _texts(item)
+        return table.get(steps)
 
     def __call__(self, dim: Dim) -> Any:
         if dim in self._cache:
@@ -104,6 +133,20 @@ class ItemValues:
                 value = None if other is None else value - float(other)
         self._cache[dim] = value
         return value
+
+    def holds(self, predicate: DNF) -> bool:
+        """Whether ``predicate`` holds for the item (each comparison evaluated once per item)."""
+        truth = self._truth
+        for conj in predicate.any_of:
+            for atom in conj:
+                known = truth.get(atom)
+                if known is None:
+                    known = truth[atom] = evaluate(DNF(any_of=((atom,),)), self)
+                if not known:
+                    break
+            else:
+                return True
+        return False
 
 
 def construct(sub: Subscription, binding: Binding, values: Callable[[Dim], Any]) -> list[Result]:

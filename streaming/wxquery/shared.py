@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from typing import Any
 
@@ -71,7 +72,9 @@ def project(item: etree._Element, item_path: str, kept: list[str]) -> etree._Ele
     """A copy of ``item`` with the subtrees at ``kept`` paths and their ancestors only (projection)."""
     def copy(element: etree._Element, path: str) -> etree._Element | None:
         if any(is_prefix(k, path) for k in kept):
-            return etree.fromstring(etree.tostring(element, with_tail=False))
+            whole = copy.deepcopy(element)
+            whole.tail = None
+            return whole
         if not any(is_prefix(path, k) for k in kept):
             return None
         out = etree.Element(element.tag, dict(element.attrib))
@@ -97,14 +100,15 @@ class ItemsRunner(GroupRunner):
     def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
         if stream != self.apt.stream:
             return {}
-        values = ItemValues({None: item})
-        if not evaluate(self.filter, values):
+        values = ItemValues({None: item, stream: item})
+        if not values.holds(self.filter):
             return {}
-        kept = [p for p, c in self.outputs if evaluate(c, values)]
+        kept = [p for p, c in self.outputs if values.holds(c)]
         shared = project(item, self.apt.item_path, kept)
         self.bytes += len(etree.tostring(shared))
         self.records += 1
-        return {name: ev.push(stream, shared) for name, ev in self.members}
+        # members read the values the group already read; they construct their results from the shared item
+        return {name: ev.push(stream, shared, values) for name, ev in self.members}
 
 
 class AggregatesRunner(GroupRunner):
@@ -143,7 +147,7 @@ class AggregatesRunner(GroupRunner):
         if stream != self.apt.stream:
             return {}
         values = ItemValues({None: item})
-        if not evaluate(self.pre, values):
+        if not values.holds(self.pre):
             return {}
         position = float(values((self.reference, None, "number"))) if self.kind == "time" else None
         emitted: dict[tuple[str, float], dict[str, Any]] = defaultdict(dict)
@@ -151,9 +155,9 @@ class AggregatesRunner(GroupRunner):
             before = aggregator.relaxed_instances
             if source.startswith("#post"):
                 atom = self.post_atoms[int(source[5:])]
-                value = 1.0 if evaluate(DNF(any_of=((atom,),)), values) else 0.0
+                value = 1.0 if values.holds(DNF(any_of=((atom,),))) else 0.0
                 emissions = aggregator.add(position, value)
-            elif evaluate(self.source_pre[source], values):
+            elif values.holds(self.source_pre[source]):
                 path = self.source_path[source]
                 value = 0.0 if path == self.item_path else float(values((path, None, "number")))
                 emissions = aggregator.add(position, value)
@@ -248,7 +252,7 @@ class JoinRunner(GroupRunner):
             if name != stream:
                 continue
             values = ItemValues({None: item, stream: item})
-            if not evaluate(self.pres[index], values):
+            if not values.holds(self.pres[index]):
                 continue
             position = window_position(self.first[index], values, self.state.counts[index] + 1)
             entered = Entered(item, position, values)
@@ -267,7 +271,7 @@ class JoinRunner(GroupRunner):
         for a, b in ([(x, y) for x in new for y in current] if index == 0 else
                      [(x, y) for x in current for y in new]):
             pair = ItemValues({self.streams[0]: a.item, self.streams[1]: b.item})
-            if not evaluate(self.condition, pair):
+            if not pair.holds(self.condition):
                 continue
             self.records += 1
             self.bytes += sum(len(etree.tostring(project(e.item, self.item_paths[i], self.kept[i])))
@@ -311,7 +315,7 @@ class WindowsRunner(GroupRunner):
             if name != stream:
                 continue
             values = ItemValues({None: item, stream: item})
-            if not evaluate(self.pres[index], values):
+            if not values.holds(self.pres[index]):
                 continue
             position = window_position(self.first[index], values, self.shared.counts[index] + 1)
             for end in self.shared.arrive(index, Entered(item, position, values)):
