@@ -70,7 +70,7 @@ def runner_for(group: Group) -> GroupRunner:
 
 def project(item: etree._Element, item_path: str, kept: list[str]) -> etree._Element:
     """A copy of ``item`` with the subtrees at ``kept`` paths and their ancestors only (projection)."""
-    def copy(element: etree._Element, path: str) -> etree._Element | None:
+    def keep(element: etree._Element, path: str) -> etree._Element | None:
         if any(is_prefix(k, path) for k in kept):
             whole = copy.deepcopy(element)
             whole.tail = None
@@ -80,11 +80,11 @@ def project(item: etree._Element, item_path: str, kept: list[str]) -> etree._Ele
         out = etree.Element(element.tag, dict(element.attrib))
         for child in element:
             if isinstance(child.tag, str):
-                sub = copy(child, f"{path}/{child.tag}")
+                sub = keep(child, f"{path}/{child.tag}")
                 if sub is not None:
                     out.append(sub)
         return out
-    return copy(item, item_path) if kept else etree.Element(item.tag)
+    return keep(item, item_path) if kept else etree.Element(item.tag)
 
 
 class ItemsRunner(GroupRunner):
