@@ -141,3 +141,77 @@ def test_selective_window_sharing_q5_q8_relaxes_windows_and_drops_the_join():
     assert merged.join is None
     assert [(t.window.size, t.window.step) for t in merged.trees] == [(5, 5), (10, 5)]
     assert matches(merged, apt("q5")) and matches(merged, apt("q8"))
+
+
+# -- results: every sharing equals evaluating each subscription alone ---------------------------
+
+def _photons(count: int, seed: int):
+    from lxml import etree
+
+    from streaming.workloads.photons import photon_items
+    return [("photons", etree.fromstring(x)) for x in photon_items(count, seed=seed)]
+
+
+def _two_streams(count: int):
+    from lxml import etree
+
+    from streaming.workloads.photons import photon_items
+    a = [("photon1", etree.fromstring(x)) for x in photon_items(count, seed=1)]
+    b = [("photon2", etree.fromstring(x)) for x in photon_items(count, seed=2)]
+    return sorted(a + b, key=lambda p: float(p[1].findtext("det_time")))
+
+
+def _run(names: list[str], items, mode: str):
+    from streaming.wxquery.run import run_subscriptions
+    subs = [(n, compile_text({**PAPER_QUERIES, **JOIN_QUERIES}[n], dtds)) for n in names]
+    return run_subscriptions(subs, items, mode, dtds)
+
+
+@pytest.mark.parametrize("names,kind", [(["q2", "q1"], "aggregates"), (["q4", "q3"], "items"),
+                                        (["q3", "q4"], "items"), (["q3", "q1"], "items"),
+                                        (["q1", "q2", "q3", "q4"], "items")])
+def test_q1_to_q4_shared_results_equal_alone(names, kind):
+    items = _photons(1500, seed=3)
+    alone = _run(names, items, "none").results
+    widened = _run(names, items, "widen")
+    assert widened.results == alone and all(alone.values())
+    assert [g["kind"] for g in widened.stats["groups"]] == [kind]
+    assert widened.stats["subscriptions_sharing"] == len(names) - 1
+
+
+def test_q2_q1_share_one_relaxed_window():
+    result = _run(["q2", "q1"], _photons(1500, seed=3), "match")
+    (group,) = result.stats["groups"]
+    assert group["kind"] == "aggregates" and group["members"] == ["q2", "q1"] and group["widened"] == 0
+
+
+@pytest.mark.parametrize("pair,kind", [(("q5", "q6"), "join"), (("q5", "q7"), "join"), (("q5", "q8"), "windows")])
+def test_join_sharing_cases_equal_alone(pair, kind):
+    items = _two_streams(150)
+    alone = _run(list(pair), items, "none").results
+    shared = _run(list(pair), items, "widen")
+    assert shared.results == alone and all(alone.values())
+    assert [g["kind"] for g in shared.stats["groups"]] == [kind]
+
+
+def test_relax_window_example_4_1_through_merging():
+    """Example 4.1: windows (45, 30) and (30, 20) relax to (15, 5)."""
+    def q(size: int, step: int) -> str:
+        return (f'<r>{{ for $w in stream("photons")/photons/photon |det_time diff {size} step {step}| '
+                f"let $a := sum($w/en) return <s>{{ $a }}</s> }}</r>")
+    merged = merge(compile_text(q(45, 30), dtds).abstraction, compile_text(q(30, 20), dtds).abstraction, dtds)
+    assert (merged.window.size, merged.window.step) == (15, 5)
+    items = _photons(600, seed=9)
+    from streaming.wxquery.run import run_subscriptions
+    subs = [("a", compile_text(q(45, 30), dtds)), ("b", compile_text(q(30, 20), dtds))]
+    assert run_subscriptions(subs, items, "widen", dtds).results == run_subscriptions(subs, items, "none", dtds).results
+
+
+def test_narrowing_after_a_subscription_leaves():
+    from streaming.wxquery.planner import leave, plan_groups
+    subs = [(n, compile_text(PAPER_QUERIES[n], dtds)) for n in ("q3", "q4")]
+    (group,) = plan_groups(subs, "widen", dtds)
+    assert f"{P}/phc" in group.abstraction.outputs()
+    narrowed = leave(group, "q4", dtds)
+    assert same_abstraction(narrowed.abstraction, apt("q3"))
+    assert leave(narrowed, "q3", dtds) is None
