@@ -24,6 +24,7 @@ strings) and a predicate a union of boxes, so:
 
 from __future__ import annotations
 
+import operator
 from itertools import product
 from typing import Any, Callable, Iterable, Literal, Mapping
 
@@ -294,28 +295,18 @@ def equivalent(p: DNF, q: DNF) -> bool:
     return implies(p, q) and implies(q, p)
 
 
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def evaluate(p: DNF, value_of: Mapping[Dim, Any] | Callable[[Dim], Any]) -> bool:
     """Whether ``p`` holds for the values of its dimensions (a missing value fails every atom)."""
     get = value_of if callable(value_of) else value_of.get
     for conj in p.any_of:
         for atom in conj:
             value = get(atom.dim)
-            if value is None or not _holds(value, atom.op, atom.value):
+            if value is None or not _COMPARE[atom.op](value, atom.value):
                 break
         else:
             return True
     return False
-
-
-def _holds(value: Any, op: str, bound: Any) -> bool:
-    if op == "=":
-        return value == bound
-    if op == "!=":
-        return value != bound
-    if op == "<":
-        return value < bound
-    if op == "<=":
-        return value <= bound
-    if op == ">":
-        return value > bound
-    return value >= bound

@@ -35,6 +35,7 @@ from .matching import pair_condition
 from .paths import is_prefix
 from .planner import Group
 from .predicates import DNF, FALSE, Atom, disjoin, evaluate
+from .translate import Input
 
 __all__ = ["GroupRunner", "runner_for"]
 
@@ -231,6 +232,20 @@ class _JoinState:
             self.entered[index] = [e for e in self.entered[index] if e.position >= last - horizon]
 
 
+def _entering(streams: list[str], pres: list[DNF], inputs: tuple[Input, ...], state: _JoinState, stream: str,
+              item: etree._Element) -> list[tuple[int, Entered]]:
+    """The inputs an item of ``stream`` enters (it passes their pre-selection), with its window position."""
+    out = []
+    for index, name in enumerate(streams):
+        if name != stream:
+            continue
+        values = ItemValues({None: item, stream: item})
+        if values.holds(pres[index]):
+            position = window_position(inputs[index], values, state.counts[index] + 1)
+            out.append((index, Entered(item, position, values)))
+    return out
+
+
 class JoinRunner(GroupRunner):
     def __init__(self, group: Group):
         super().__init__(group)
@@ -248,14 +263,7 @@ class JoinRunner(GroupRunner):
 
     def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)
-        for index, name in enumerate(self.streams):
-            if name != stream:
-                continue
-            values = ItemValues({None: item, stream: item})
-            if not values.holds(self.pres[index]):
-                continue
-            position = window_position(self.first[index], values, self.state.counts[index] + 1)
-            entered = Entered(item, position, values)
+        for index, entered in _entering(self.streams, self.pres, self.first, self.state, stream, item):
             for end in self.state.arrive(index, entered):
                 self._update(index, end, out)
             self.state.trim(index, 2 * max(w[1] + w[2] for w in self.state.windows))
@@ -311,14 +319,8 @@ class WindowsRunner(GroupRunner):
 
     def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)
-        for index, name in enumerate(self.streams):
-            if name != stream:
-                continue
-            values = ItemValues({None: item, stream: item})
-            if not values.holds(self.pres[index]):
-                continue
-            position = window_position(self.first[index], values, self.shared.counts[index] + 1)
-            for end in self.shared.arrive(index, Entered(item, position, values)):
+        for index, entered in _entering(self.streams, self.pres, self.first, self.shared, stream, item):
+            for end in self.shared.arrive(index, entered):
                 content = self.shared.content(index, end)
                 self.instances[index][end] = content
                 self.records += 1

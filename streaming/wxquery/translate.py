@@ -37,7 +37,6 @@ from .predicates import DNF, FALSE, TRUE, Atom, conjoin, disjoin, implies, negat
 from .syntax import (
     FLWR,
     And,
-    Comparison,
     Cond,
     CountWindow,
     Element,
@@ -49,7 +48,6 @@ from .syntax import (
     Or,
     PathExpr,
     Pos,
-    SelfRef,
     Sequence,
     Shifted,
     StreamRef,
@@ -101,7 +99,6 @@ class Subscription:
     having: DNF
     result: Expr
     conditions: Mapping[int, DNF] = field(repr=False)
-    nested: Mapping[int, str] = field(repr=False)
     abstraction: Abstraction = field(repr=False)
 
     @property
@@ -142,8 +139,6 @@ class _Compiler:
         self.env: dict[str, _Binding] = {}
         self.kinds: dict[str, tuple[str, Pos]] = {}
         self.conditions: dict[int, DNF] = {}
-        self.nested: dict[int, str] = {}
-        self._keep: list[object] = []
         self._qualify = False
         self._join_parts: list[DNF] = []
         self._join_local: list[DNF] = []
@@ -209,7 +204,7 @@ class _Compiler:
         abstraction = self._abstraction(where, post, having)
         return Subscription(
             text=self.text, wrappers=wrappers, inputs=tuple(self.inputs), lets=tuple(self.lets), where=where,
-            post=post, having=having, result=flwr.result, conditions=self.conditions, nested=self.nested,
+            post=post, having=having, result=flwr.result, conditions=self.conditions,
             abstraction=abstraction,
         )
 
@@ -450,7 +445,6 @@ class _Compiler:
                 raise WXQueryError("inside the return of a windowed for, conditions may read aggregate values "
                                    "only (put conditions on the window's elements in where)", expr.cond.pos)
             self.conditions[id(expr.cond)] = cond
-            self._keep.append(expr.cond)
             if not windowed:
                 for i in range(len(self.inputs)):
                     self._add_outputs(i, self._local_paths(i, cond), context if len(self.inputs) == 1 else TRUE)
@@ -494,8 +488,6 @@ class _Compiler:
         if dtd.resolve(dtd.item, split(full)[2:]) is None:
             raise WXQueryError(f"{full} is not an element of the items of stream "
                                f"{self.inputs[binding.input].stream!r}", expr.pos)
-        self.nested[id(expr)] = full
-        self._keep.append(expr)
         self._output(binding, full, context)
         base = split(start)
         steps = split(full)[len(base):]
@@ -557,8 +549,6 @@ class _Compiler:
         if dtd.resolve(dtd.item, split(full)[2:]) is None:
             raise WXQueryError(f"{full} is not an element of stream {self.inputs[binding.input].stream!r}",
                                source.pos)
-        self.nested[id(source)] = full
-        self._keep.append(source)
         self.paths[binding.input].add(full)
         self._bind(clause.var, _Binding("node", binding.input, full), clause.pos)
         self._result(flwr.result, context)

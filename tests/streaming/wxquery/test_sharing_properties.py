@@ -55,7 +55,6 @@ def test_back_translation_round_trips(text):
 
 def test_a_subscription_alone_is_the_same_in_any_company():
     """Evaluating alone does not depend on the other subscriptions of the run."""
-    from .strategies import DTD  # noqa: F401 - the strategies' DTD is the photons DTD
     texts = [
         '<p>{ for $p in stream("photons")/photons/photon where $p/en > 1 return <r>{ $p/en }</r> }</p>',
         '<p>{ for $w in stream("photons")/photons/photon |count 3 step 2| let $a := max($w/phc) return <m>{ $a }</m> }</p>',
