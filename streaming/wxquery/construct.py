@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 from lxml import etree
 
 from .paths import split, stream_of
-from .predicates import DNF, Atom, Dim, evaluate
+from .predicates import DNF, Atom, Dim, atom_holds, evaluate
 from .syntax import FLWR, Element, Expr, IfExpr, PathExpr, Sequence, VarRef
 from .translate import Subscription
 
@@ -104,7 +104,7 @@ class ItemValues:
         self.depth = item_depth
         self._tables: dict[str | None, dict[tuple[str, ...], str]] = {}
         self._cache: dict[Dim, Any] = {}
-        self._truth: dict[Atom, bool] = {}
+        self._truth: dict[tuple, bool] = {}
 
     def _text(self, path: str) -> str | None:
         stream, steps = _locate(path, self.depth)
@@ -134,19 +134,17 @@ class ItemValues:
         self._cache[dim] = value
         return value
 
+    def atom(self, atom: Atom) -> bool:
+        """Whether one comparison holds for the item (evaluated once per item)."""
+        key = (atom.path, atom.minus, atom.op, atom.value)
+        known = self._truth.get(key)
+        if known is None:
+            known = self._truth[key] = atom_holds(atom, self)
+        return known
+
     def holds(self, predicate: DNF) -> bool:
-        """Whether ``predicate`` holds for the item (each comparison evaluated once per item)."""
-        truth = self._truth
-        for conj in predicate.any_of:
-            for atom in conj:
-                known = truth.get(atom)
-                if known is None:
-                    known = truth[atom] = evaluate(DNF(any_of=((atom,),)), self)
-                if not known:
-                    break
-            else:
-                return True
-        return False
+        """Whether ``predicate`` holds for the item."""
+        return any(all(self.atom(a) for a in conj) for conj in predicate.any_of)
 
 
 def construct(sub: Subscription, binding: Binding, values: Callable[[Dim], Any]) -> list[Result]:

@@ -48,6 +48,7 @@ __all__ = [
     "normalize",
     "evaluate",
     "complement",
+    "atom_holds",
 ]
 
 Op = Literal["=", "!=", "<", "<=", ">", ">="]
@@ -299,14 +300,13 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
+def atom_holds(atom: Atom, value_of: Callable[[Dim], Any]) -> bool:
+    """Whether one comparison holds (a missing value fails it)."""
+    value = value_of(atom.dim)
+    return value is not None and _COMPARE[atom.op](value, atom.value)
+
+
 def evaluate(p: DNF, value_of: Mapping[Dim, Any] | Callable[[Dim], Any]) -> bool:
     """Whether ``p`` holds for the values of its dimensions (a missing value fails every atom)."""
     get = value_of if callable(value_of) else value_of.get
-    for conj in p.any_of:
-        for atom in conj:
-            value = get(atom.dim)
-            if value is None or not _COMPARE[atom.op](value, atom.value):
-                break
-        else:
-            return True
-    return False
+    return any(all(atom_holds(a, get) for a in conj) for conj in p.any_of)

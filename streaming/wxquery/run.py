@@ -19,7 +19,7 @@ from .alone import AloneEvaluator
 from .construct import ItemValues
 from .planner import Group, Mode, plan_groups
 from .matching import DTDs
-from .shared import runner_for
+from .shared import runner_for, xml_size
 from .translate import Subscription
 from ..xmlstream.items import DeadLetter
 
@@ -116,13 +116,14 @@ def run_subscriptions(subs: Sequence[tuple[str, Subscription]], items: Iterable[
         if problem is not None:
             dead.append(DeadLetter(index, item.sourceline, problem))
             continue
-        size = len(etree.tostring(item))
+        size = xml_size(item)
         raw_bytes += size
         streams_read[stream] = streams_read.get(stream, 0) + size
         for name, evaluator in alone:
             results[name] += evaluator.push(stream, item)
+        values = ItemValues({None: item, stream: item})
         for runner in runners:
-            for name, out in runner.push(stream, item).items():
+            for name, out in runner.push(stream, item, values).items():
                 results[name] += out
     cpu = time.process_time() - started
     readers = {name: {inp.stream for inp in sub.inputs} for name, sub in subs}

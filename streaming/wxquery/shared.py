@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any
 
 from lxml import etree
@@ -32,12 +33,12 @@ from .alone import AloneEvaluator, Entered, first_end, inside, window_position
 from .apt import APF, APT
 from .construct import ItemValues, construct, serialize
 from .matching import pair_condition
-from .paths import is_prefix
+from .paths import split
 from .planner import Group
 from .predicates import DNF, FALSE, Atom, disjoin, evaluate
 from .translate import Input
 
-__all__ = ["GroupRunner", "runner_for"]
+__all__ = ["GroupRunner", "runner_for", "project", "xml_size"]
 
 _RECORD_BYTES = 96
 """Size of one serialized partial (count, sum, min, max of one source in one relaxed instance)."""
@@ -51,7 +52,8 @@ class GroupRunner:
         self.bytes = 0
         self.records = 0
 
-    def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
+    def push(self, stream: str, item: etree._Element, values: ItemValues) -> dict[str, list[str]]:
+        """Take one item (``values``: its values, read once for every group); return each member's new results."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -69,23 +71,43 @@ def runner_for(group: Group) -> GroupRunner:
     return WindowsRunner(group)
 
 
+@lru_cache(maxsize=1024)
+def _plan(kept: tuple[tuple[str, ...], ...]) -> dict[tuple[str, ...], bool]:
+    """Steps below the item -> True (copy the subtree) or False (keep the element, look at its children)."""
+    plan: dict[tuple[str, ...], bool] = {}
+    for steps in kept:
+        for i in range(len(steps)):
+            plan.setdefault(steps[:i], False)
+        plan[steps] = True
+    return plan
+
+
 def project(item: etree._Element, item_path: str, kept: list[str]) -> etree._Element:
     """A copy of ``item`` with the subtrees at ``kept`` paths and their ancestors only (projection)."""
-    def keep(element: etree._Element, path: str) -> etree._Element | None:
-        if any(is_prefix(k, path) for k in kept):
+    depth = len(split(item_path))
+    plan = _plan(tuple(sorted(split(k)[depth:] for k in kept)))
+
+    def keep(element: etree._Element, steps: tuple[str, ...]) -> etree._Element | None:
+        action = plan.get(steps)
+        if action is None:
+            return None
+        if action:
             whole = copy.deepcopy(element)
             whole.tail = None
             return whole
-        if not any(is_prefix(path, k) for k in kept):
-            return None
         out = etree.Element(element.tag, dict(element.attrib))
         for child in element:
             if isinstance(child.tag, str):
-                sub = keep(child, f"{path}/{child.tag}")
+                sub = keep(child, steps + (child.tag,))
                 if sub is not None:
                     out.append(sub)
         return out
-    return keep(item, item_path) if kept else etree.Element(item.tag)
+    return keep(item, ()) if kept else etree.Element(item.tag)
+
+
+def xml_size(element: etree._Element) -> int:
+    """Bytes of ``element`` serialized (what shipping it costs)."""
+    return len(etree.tostring(element))
 
 
 class ItemsRunner(GroupRunner):
@@ -98,15 +120,14 @@ class ItemsRunner(GroupRunner):
         self.filter = disjoin(FALSE, *(c for _, c in self.outputs))
         self.members = [(m.name, AloneEvaluator(m.sub)) for m in group.members]
 
-    def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
+    def push(self, stream: str, item: etree._Element, values: ItemValues) -> dict[str, list[str]]:
         if stream != self.apt.stream:
             return {}
-        values = ItemValues({None: item, stream: item})
         if not values.holds(self.filter):
             return {}
         kept = [p for p, c in self.outputs if values.holds(c)]
         shared = project(item, self.apt.item_path, kept)
-        self.bytes += len(etree.tostring(shared))
+        self.bytes += xml_size(shared)
         self.records += 1
         # members read the values the group already read; they construct their results from the shared item
         return {name: ev.push(stream, shared, values) for name, ev in self.members}
@@ -144,10 +165,9 @@ class AggregatesRunner(GroupRunner):
         self.order = [m.name for m in group.members]
         self.item_path = apt.item_path
 
-    def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
+    def push(self, stream: str, item: etree._Element, values: ItemValues) -> dict[str, list[str]]:
         if stream != self.apt.stream:
             return {}
-        values = ItemValues({None: item})
         if not values.holds(self.pre):
             return {}
         position = float(values((self.reference, None, "number"))) if self.kind == "time" else None
@@ -156,7 +176,7 @@ class AggregatesRunner(GroupRunner):
             before = aggregator.relaxed_instances
             if source.startswith("#post"):
                 atom = self.post_atoms[int(source[5:])]
-                value = 1.0 if values.holds(DNF(any_of=((atom,),))) else 0.0
+                value = 1.0 if values.atom(atom) else 0.0
                 emissions = aggregator.add(position, value)
             elif values.holds(self.source_pre[source]):
                 path = self.source_path[source]
@@ -233,13 +253,12 @@ class _JoinState:
 
 
 def _entering(streams: list[str], pres: list[DNF], inputs: tuple[Input, ...], state: _JoinState, stream: str,
-              item: etree._Element) -> list[tuple[int, Entered]]:
+              item: etree._Element, values: ItemValues) -> list[tuple[int, Entered]]:
     """The inputs an item of ``stream`` enters (it passes their pre-selection), with its window position."""
     out = []
     for index, name in enumerate(streams):
         if name != stream:
             continue
-        values = ItemValues({None: item, stream: item})
         if values.holds(pres[index]):
             position = window_position(inputs[index], values, state.counts[index] + 1)
             out.append((index, Entered(item, position, values)))
@@ -261,9 +280,9 @@ class JoinRunner(GroupRunner):
         self.kept = [list(t.outputs()) for t in apf.trees]
         self.first = group.members[0].sub.inputs
 
-    def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
+    def push(self, stream: str, item: etree._Element, values: ItemValues) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)
-        for index, entered in _entering(self.streams, self.pres, self.first, self.state, stream, item):
+        for index, entered in _entering(self.streams, self.pres, self.first, self.state, stream, item, values):
             for end in self.state.arrive(index, entered):
                 self._update(index, end, out)
             self.state.trim(index, 2 * max(w[1] + w[2] for w in self.state.windows))
@@ -282,8 +301,7 @@ class JoinRunner(GroupRunner):
             if not pair.holds(self.condition):
                 continue
             self.records += 1
-            self.bytes += sum(len(etree.tostring(project(e.item, self.item_paths[i], self.kept[i])))
-                              for i, e in ((0, a), (1, b)))
+            self.bytes += sum(xml_size(project(e.item, self.item_paths[i], self.kept[i])) for i, e in ((0, a), (1, b)))
             ends = (end, other_end) if index == 0 else (other_end, end)
             for name, sub, ev in self.members:
                 windows = [inp.window for inp in sub.inputs]
@@ -317,15 +335,14 @@ class WindowsRunner(GroupRunner):
             parts += self.instances[index].get(end - m * rsize, [])
         return parts
 
-    def push(self, stream: str, item: etree._Element) -> dict[str, list[str]]:
+    def push(self, stream: str, item: etree._Element, values: ItemValues) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)
-        for index, entered in _entering(self.streams, self.pres, self.first, self.shared, stream, item):
+        for index, entered in _entering(self.streams, self.pres, self.first, self.shared, stream, item, values):
             for end in self.shared.arrive(index, entered):
                 content = self.shared.content(index, end)
                 self.instances[index][end] = content
                 self.records += 1
-                self.bytes += sum(len(etree.tostring(project(e.item, self.item_paths[index], self.kept[index])))
-                                  for e in content)
+                self.bytes += sum(xml_size(project(e.item, self.item_paths[index], self.kept[index])) for e in content)
                 self._member_updates(index, end, out)
             self._trim(index)
         return out
