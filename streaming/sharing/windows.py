@@ -337,6 +337,11 @@ class SharedWindowAggregator:
         self._open_end = last + pane
         return out
 
+    @property
+    def next_close(self) -> float | None:
+        """The event time at which the next time window closes (None: count windows, or not started)."""
+        return self._open_end if self.kind == "time" else None
+
     def stats(self) -> dict[str, Any]:
         return {"kind": self.kind, "relaxed": list(self.relaxed), "subscribers": len(self.subscribers),
                 "relaxed_instances": self.relaxed_instances}
