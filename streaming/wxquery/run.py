@@ -80,8 +80,7 @@ class _Checker:
                 self.references.setdefault(stream, set()).update(paths)
         self.last: dict[tuple[str, str], float] = {}
 
-    def problem(self, stream: str, item: etree._Element) -> str | None:
-        values = ItemValues({None: item})
+    def problem(self, stream: str, values: ItemValues) -> str | None:
         for path in sorted(self.numeric.get(stream, ())):
             try:
                 values((path, None, "number"))
@@ -112,7 +111,8 @@ def run_subscriptions(subs: Sequence[tuple[str, Subscription]], items: Iterable[
     count = 0
     for index, (stream, item) in enumerate(items):
         count += 1
-        problem = checker.problem(stream, item)
+        values = ItemValues({None: item, stream: item})
+        problem = checker.problem(stream, values)
         if problem is not None:
             dead.append(DeadLetter(index, item.sourceline, problem))
             continue
@@ -121,7 +121,6 @@ def run_subscriptions(subs: Sequence[tuple[str, Subscription]], items: Iterable[
         streams_read[stream] = streams_read.get(stream, 0) + size
         for name, evaluator in alone:
             results[name] += evaluator.push(stream, item)
-        values = ItemValues({None: item, stream: item})
         for runner in runners:
             for name, out in runner.push(stream, item, values).items():
                 results[name] += out
