@@ -431,17 +431,24 @@ class SharedEngine(StreamEngine):
                     route |= holders[k].classes
         route |= self._filter_classes.get(relation, 0)
         classes = self.classes
-        for ci in bits_of(route):
-            cls = classes[ci]
+        evaluated = 0
+        while route:  # each class the tuple may matter to, lowest bit first
+            low = route & -route
+            route ^= low
+            cls = classes[low.bit_length() - 1]
             if cls is not None and cls.admits_new(relation, row):
-                self.class_evaluations += 1
+                evaluated += 1
                 cls.insert(relation, key, row)
+        self.class_evaluations += evaluated
 
     def _delete(self, relation: str, key: Any) -> list:
         row = self.store.rows[relation][key]
         classes = self.classes
-        for ci in bits_of(row.classes):
-            cls = classes[ci]
+        member_of = row.classes
+        while member_of:
+            low = member_of & -member_of
+            member_of ^= low
+            cls = classes[low.bit_length() - 1]
             if cls is not None:
                 self.class_evaluations += 1
                 cls.delete(relation, key, row)
