@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ecommerce-ops", type=int, default=20_000, help="ops of the demo stream (Table 1)")
     parser.add_argument("--tpch-orders", type=int, default=1_500, help="orders of the TPC-H stream (SF 0.01)")
     parser.add_argument("--scaling", default="1,10,100,1000", help="query counts of the scaling part")
-    parser.add_argument("--scaling-ops", type=int, default=5_000, help="ops of the demo stream for scaling")
+    parser.add_argument("--scaling-ops", type=int, default=10_000, help="ops of the demo stream for scaling")
     parser.add_argument("--seed", type=int, default=1)
 
 
