@@ -76,11 +76,13 @@ def spark(spark_sessions):
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory):
+def spark_cluster(tmp_path_factory, spark_sessions):
     """A standalone master and two workers (one core, 1 GB each) on 127.0.0.1, for the test session."""
     directory = tmp_path_factory.mktemp("spark-cluster")
     with LocalCluster(directory, workers=2, cores=1, memory="1g") as cluster:
         yield cluster
+        if spark_sessions.master == cluster.master_url:  # its driver goes before the cluster does
+            spark_sessions.close()
     assert not processes_under(directory), "processes of the test cluster outlived it"
 
 
