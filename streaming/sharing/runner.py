@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import resource
 import time
+from pathlib import Path
 from typing import Any, Iterable
 
 from ..evaluate.results import Result
@@ -183,7 +184,7 @@ class PlanRun:
             "us_per_op": round(self.cpu_s / self.ops * 1e6, 3) if self.ops else 0.0,
             "store_tuples_peak": self.store_peak,
             "store_tuples_peak_sampled_every_ops": _PEAK_EVERY,
-            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "max_rss_mb": _peak_rss_mb(),
             "changes": sum(len(c) for c in self.changes.values()),
             "values": sum(len(v) for v in self.values.values()),
         }
@@ -211,3 +212,14 @@ class PlanRun:
             "aggregates_widen": len(self.aggregates) - len(registration_aggregate_classes(self.aggregates, "widen")),
         }
         return out
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM: unlike ``ru_maxrss`` it starts afresh at exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
