@@ -1,16 +1,21 @@
-# kwmonitor: `make run` brings the demo up, `make test` runs every test.
+# kwmonitor: `make run` brings the demo up, `make test` runs every test,
+# `make cluster` runs a local Spark standalone cluster (SPARK_MASTER=... make run uses it).
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 
-.PHONY: run test venv env migrate clean-var
+.PHONY: run test cluster venv env migrate clean-var
 
 run: venv env
 	scripts/run.sh
 
 test: venv env
 	scripts/test.sh
+
+# Options: CLUSTER_ARGS="--workers 3 --port 7077" (python -m streaming.spark.cluster --help).
+cluster: venv
+	$(PY) -m streaming.spark.cluster --dir var/spark-cluster $(CLUSTER_ARGS)
 
 venv: $(VENV)/.installed
 
