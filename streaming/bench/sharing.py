@@ -212,7 +212,10 @@ def _plot(result: dict[str, Any], out: Path) -> None:
         axes[0].plot(ns, [p[mode]["us_per_op"] for p in points], marker="o", label=mode)
         axes[1].plot(ns, [p[mode]["max_rss_mb"] for p in points], marker="o", label=mode)
     one = points[0]["widen"]["us_per_op"]
-    axes[0].plot(ns, [one * (4 if n <= 100 else 20) for n in ns], linestyle=":", color="grey", label="4x / 20x one query")
+    targets = [(n, one * (4 if n <= 100 else 20)) for n in ns if n in (100, 1000)]
+    if targets:
+        axes[0].scatter([n for n, _ in targets], [t for _, t in targets], marker="_", s=400, color="grey",
+                        label="target: 4x (100) / 20x (1,000) one query")
     for ax, label in ((axes[0], "µs per op"), (axes[1], "peak RSS (MB)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
