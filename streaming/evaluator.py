@@ -1,7 +1,7 @@
 """The group evaluator: the queries of one stream, fed batch by batch, publishing to Redis.
 
-This is the Spark-free core of an evaluator process (DESIGN.md, "The
-evaluator"); ``streaming.spark`` only feeds it parsed batches. Per batch:
+This is the Spark-free core of an evaluator process (README, "How it runs");
+``streaming.spark`` only feeds it parsed batches. Per batch:
 
 1. re-read the plan (``bus.read_plan``); a query that joins starts with static
    evaluation over the tuples already in its window (``KeywordEngine.load``), an
@@ -44,7 +44,16 @@ from . import bus
 from .asc.predicates import Predicate, holds, parse_predicate
 from .engine import KeywordEngine, StreamEngine
 from .evaluate.filtering import FilterEngine
-from .events import BatchMetrics, DeadLetter, ResultAdded, ResultRemoved, ResultView, TupleView, result_key
+from .events import (
+    DEAD_LETTER_LINE_CHARS,
+    BatchMetrics,
+    DeadLetter,
+    ResultAdded,
+    ResultRemoved,
+    ResultView,
+    TupleView,
+    result_key,
+)
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, parse_op
 from .schema import Schema
@@ -365,7 +374,7 @@ class GroupEvaluator:
                 query.pending.clear()
             now = self.clock()
             events: list[Any] = [
-                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:10_000], reason=row.reason or "", ts=now)
+                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS], reason=row.reason or "", ts=now)
                 for row in dead
             ]
             if self.selection is not None:

@@ -21,6 +21,7 @@ __all__ = [
     "Snapshot",
     "EvaluatorStatus",
     "BatchMetrics",
+    "DEAD_LETTER_LINE_CHARS",
     "DeadLetter",
     "DroppingRatio",
     "Rearrangement",
@@ -102,7 +103,13 @@ class BatchMetrics(_Payload):
     ts: float
 
 
+# A dead letter keeps at most this many characters of its line.
+DEAD_LETTER_LINE_CHARS = 10_000
+
+
 class DeadLetter(_Payload):
+    """A rejected line: at ingest (``seq`` None) or by the evaluator (the op's seq)."""
+
     type: Literal["deadletter"] = "deadletter"
     stream: int
     seq: int | None = None

@@ -1,6 +1,6 @@
 """The live feeds: the messages a websocket sends for one query or one stream.
 
-Query feed (the snapshot-then-changes protocol of DESIGN.md): a ``snapshot``
+Query feed (the snapshot-then-changes protocol of docs/feeds.md): a ``snapshot``
 payload (the live set and the change-stream id it includes), then every change
 after that id, each change being its typed payload plus ``"id"``: its entry id.
 A reader that already holds the set up to some id passes it as ``after`` and
