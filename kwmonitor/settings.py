@@ -108,6 +108,16 @@ TEMPLATES = [
 
 VAR_DIR = BASE_DIR / "var"
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default is shared by web, worker and beat processes. WAL lets readers run beside the
+    # writer; IMMEDIATE transactions take the write lock at BEGIN, so two read-then-write transactions never
+    # deadlock on the lock upgrade (SQLite answers that with an immediate "database is locked", whatever the
+    # timeout), they queue for up to `timeout` seconds instead.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -150,10 +160,15 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Each periodic task expires after one period: a round queued while no worker ran is worth nothing once
+# the next one is due, so a worker that comes back runs at most one of each instead of a burst.
 CELERY_BEAT_SCHEDULE = {
-    "supervise-evaluators": {"task": "kwmonitor.streams.tasks.supervise", "schedule": 3.0},
-    "persist-history": {"task": "kwmonitor.streams.tasks.persist_history", "schedule": 5.0},
-    "prune-landing-archives": {"task": "kwmonitor.streams.tasks.prune_landing_archives", "schedule": 600.0},
+    name: {"task": f"kwmonitor.streams.tasks.{task}", "schedule": period, "options": {"expires": period}}
+    for name, task, period in (
+        ("supervise-evaluators", "supervise", 3.0),
+        ("persist-history", "persist_history", 5.0),
+        ("prune-landing-archives", "prune_landing_archives", 600.0),
+    )
 }
 
 # Evaluators.
