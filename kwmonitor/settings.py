@@ -85,7 +85,25 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): scripts, styles and everything else from this site only; no inline
+# script or style (pages keep their JavaScript in static/, their data in json_script blocks), no framing.
+# connect-src 'self' covers the websocket feeds of the same host and port.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "kwmonitor.urls"
 WSGI_APPLICATION = "kwmonitor.wsgi.application"
@@ -160,6 +178,9 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Beat writes a heartbeat to Redis at every tick (kwmonitor.beat), so the dashboards can tell it runs.
+CELERY_BEAT_SCHEDULER = "kwmonitor.beat:HeartbeatScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 2.0
 # Each periodic task expires after one period: a round queued while no worker ran is worth nothing once
 # the next one is due, so a worker that comes back runs at most one of each instead of a burst.
 CELERY_BEAT_SCHEDULE = {
@@ -188,8 +209,17 @@ EVALUATOR_COMMAND = shlex.split(
         "--checkpoint-dir {checkpoint_dir} --master {master}",
     )
 )
-# Seconds without a heartbeat after which a running evaluator is taken as dead.
+# Seconds without a heartbeat after which a running evaluator is taken as dead (and restarted).
 EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
+# Seconds without a heartbeat after which the dashboards show an evaluator as unresponsive (it beats every 2 s).
+EVALUATOR_UNRESPONSIVE_SECONDS = 6.0
+# Seconds without beat's heartbeat (written every 2 s) after which the dashboards say beat is down.
+BEAT_UNRESPONSIVE_SECONDS = 10.0
+# How long a worker ping's answer is reused, and how long a ping waits for a worker.
+WORKER_PING_CACHE_SECONDS = 5
+WORKER_PING_TIMEOUT_SECONDS = 1.0
+# The input rate of a stream is measured over this many seconds; a stream with no op in them is idle.
+INPUT_RATE_WINDOW_SECONDS = 10.0
 # Seconds a new process has to write its first heartbeat (a Spark driver starts slowly).
 EVALUATOR_START_GRACE_SECONDS = 120.0
 # Seconds of healthy running after which earlier failures no longer lengthen the backoff.

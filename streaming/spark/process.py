@@ -54,6 +54,7 @@ class EvaluatorProcess:
             host=socket.gethostname(),
             plan_version=self.evaluator.plan_version,
             detail=self.detail,
+            query_errors={str(query): error for query, error in self.evaluator.query_errors.items()},
             ts=time.time(),
         )
 
