@@ -213,6 +213,8 @@ EVALUATOR_COMMAND = shlex.split(
 EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
 # Seconds without a heartbeat after which the dashboards show an evaluator as unresponsive (it beats every 2 s).
 EVALUATOR_UNRESPONSIVE_SECONDS = 6.0
+# Seconds a new evaluator process has to write its first heartbeat (it does so before it starts Spark).
+EVALUATOR_FIRST_HEARTBEAT_SECONDS = 20.0
 # Seconds without beat's heartbeat (written every 2 s) after which the dashboards say beat is down.
 BEAT_UNRESPONSIVE_SECONDS = 10.0
 # How long a worker ping's answer is reused, and how long a ping waits for a worker.

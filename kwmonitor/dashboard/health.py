@@ -51,7 +51,8 @@ def evaluator_liveness(evaluator: Evaluator | None, heartbeat: EvaluatorStatus |
         return "unresponsive", f"{silent}; pid {evaluator.pid} on {evaluator.host or '?'}", age
     if evaluator.status in ("starting", "restarting"):
         started = evaluator.started_at.timestamp() if evaluator.started_at else now
-        if heartbeat is not None or now - started > settings.EVALUATOR_START_GRACE_SECONDS:
+        seen = evaluator.heartbeat_at is not None and evaluator.heartbeat_at.timestamp() >= started
+        if heartbeat is not None or seen or now - started > settings.EVALUATOR_FIRST_HEARTBEAT_SECONDS:
             return "unresponsive", silent, age
         return evaluator.status, "waiting for its first heartbeat", age
     if evaluator.status == "failed":
