@@ -1,16 +1,23 @@
-# kwmonitor: `make run` brings the demo up, `make test` runs every test.
+# kwmonitor: `make run` brings the demo up, `make test` runs every test. Both first check the Debian
+# packages they need (scripts/system_packages.sh: installed as root, else the command to run is named).
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 
-.PHONY: run test venv env migrate clean-var
+.PHONY: run test venv env migrate packages-run packages-test
 
-run: venv env
+run: packages-run venv env
 	scripts/run.sh
 
-test: venv env
+test: packages-test venv env
 	scripts/test.sh
+
+packages-run:
+	@scripts/system_packages.sh run
+
+packages-test:
+	@scripts/system_packages.sh test
 
 venv: $(VENV)/.installed
 

@@ -124,7 +124,8 @@ TEMPLATES = [
     },
 ]
 
-VAR_DIR = BASE_DIR / "var"
+# Where the local state lives (SQLite default, landing files, checkpoints, logs).
+VAR_DIR = _path("VAR_DIR", "var")
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default is shared by web, worker and beat processes. WAL lets readers run beside the
@@ -194,19 +195,22 @@ CELERY_BEAT_SCHEDULE = {
 
 # Evaluators.
 SPARK_MASTER = env.str("SPARK_MASTER", default="local[2]")
-LANDING_DIR = _path("LANDING_DIR", "var/landing")
-CHECKPOINT_DIR = _path("CHECKPOINT_DIR", "var/checkpoints")
+LANDING_DIR = _path("LANDING_DIR", str(VAR_DIR / "landing"))
+CHECKPOINT_DIR = _path("CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
+# Period of the ASC dropping monitor (tuples of a relation per period; a rearrangement is considered at the end
+# of each). Size it to the stream's rate: `make run` sets it to about ten seconds of the demo's products.
+ASC_MONITOR_PERIOD = env.int("ASC_MONITOR_PERIOD", default=10_000)
 # Committed landing files are archived; beat deletes those older than this (0: never).
 LANDING_ARCHIVE_HOURS = env.float("LANDING_ARCHIVE_HOURS", default=24.0)
 # Largest body the ingest endpoint accepts (bytes of NDJSON per request).
 INGEST_MAX_BYTES = env.int("INGEST_MAX_BYTES", default=8 * 1024 * 1024)
 # Command line of one evaluator process; placeholders {python} (this interpreter) {evaluator} {stream}
-# {redis_url} {checkpoint_dir} (this evaluator's) {master}.
+# {redis_url} {checkpoint_dir} (this evaluator's) {master} {asc_period}.
 EVALUATOR_COMMAND = shlex.split(
     env.str(
         "EVALUATOR_COMMAND",
         default="{python} -m streaming.spark --evaluator {evaluator} --redis-url {redis_url} "
-        "--checkpoint-dir {checkpoint_dir} --master {master}",
+        "--checkpoint-dir {checkpoint_dir} --master {master} --asc-period {asc_period}",
     )
 )
 # Seconds without a heartbeat after which a running evaluator is taken as dead (and restarted).

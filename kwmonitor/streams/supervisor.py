@@ -173,6 +173,7 @@ class Supervisor:
             "redis_url": settings.REDIS_URL,
             "checkpoint_dir": evaluator.checkpoint_dir(),
             "master": settings.SPARK_MASTER,
+            "asc_period": settings.ASC_MONITOR_PERIOD,
         }
         return [arg.format(**values) for arg in self.config.command]
 
@@ -218,6 +219,35 @@ class Supervisor:
             if evaluator.desired == "stopped" and not self._runs_here(evaluator):
                 self._set_stopped(evaluator, f"stopped by the operator{detail}")
         return evaluator
+
+    def halt_local(self) -> list[tuple[Evaluator, int, str]]:
+        """Stop every evaluator process running on this host, keeping what the operator asked for.
+
+        For shutting the installation down (``make run`` on Ctrl-C): each
+        process group (the evaluator and its Spark JVM) gets SIGTERM, then
+        SIGKILL after the stop timeout; the row is marked stopped with its
+        ``desired`` state kept, so the next supervision round after a restart
+        brings back the evaluators that should run. Returns (evaluator, pid,
+        detail) of each process stopped.
+        """
+        halted = []
+        for evaluator_id in Evaluator.objects.filter(host=self.hostname, pid__isnull=False).order_by("pk") \
+                .values_list("pk", flat=True):
+            with transaction.atomic():
+                evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+                pid, start = evaluator.pid, evaluator.process_start
+                if not pid or not self._runs_here(evaluator):
+                    continue
+                evaluator.status = "stopping"
+                evaluator.save(update_fields=["status"])
+                send_status(evaluator, "stopping", "the installation is shutting down")
+            detail = "the installation shut down" + self._terminate_process(pid, start)
+            with transaction.atomic():
+                evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+                if evaluator.pid == pid:
+                    self._set_stopped(evaluator, detail)
+            halted.append((evaluator, pid, detail))
+        return halted
 
     def supervise(self) -> list[tuple[int, str]]:
         """One supervision round over every evaluator; returns (evaluator id, action) pairs."""
