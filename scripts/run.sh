@@ -54,8 +54,8 @@ start() {  # start NAME LOG COMMAND...: run a component in the background, remem
 }
 stop() {  # stop PID: SIGTERM, wait, say so
     local pid=$1
-    kill -TERM "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return; }
-    wait "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
     echo "  stopped ${names[$pid]} (pid $pid)"
 }
 cleanup() {
@@ -65,11 +65,11 @@ cleanup() {
     echo "stopping..."
     # The feeder first, then beat and the worker (so nothing restarts an evaluator), then every
     # evaluator of this installation on this host with its Spark JVM, then the web server.
-    for role in feeder beat worker; do
+    for role in "the feeder" "Celery beat" "the Celery worker"; do
         for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "$role" ]; then stop "$pid"; fi; done
     done
     $PY manage.py halt_evaluators 2>&1 | sed 's/^/  /' || echo "  could not stop the evaluators: run .venv/bin/python manage.py halt_evaluators" >&2
-    for pid in "${pids[@]}"; do if [ "${names[$pid]}" = web ]; then stop "$pid"; fi; done
+    for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "the web server" ]; then stop "$pid"; fi; done
     if [ "$redis_was_up" = no ] && [ -s "$VAR/redis/redis.pid" ]; then
         kill -TERM "$(cat "$VAR/redis/redis.pid")" 2>/dev/null && echo "  stopped redis-server (pid $(cat "$VAR/redis/redis.pid"))"
     fi
@@ -78,9 +78,9 @@ cleanup() {
 trap 'cleanup; exit 0' INT TERM
 trap cleanup EXIT
 
-start web "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
-start worker "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
-start beat "$VAR/log/beat.log" .venv/bin/celery -A kwmonitor beat --loglevel INFO --schedule "$VAR/celerybeat-schedule"
+start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
+start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
+start "Celery beat" "$VAR/log/beat.log" .venv/bin/celery -A kwmonitor beat --loglevel INFO --schedule "$VAR/celerybeat-schedule"
 
 URL="http://$HOST:$PORT/"
 web_up=no
@@ -101,7 +101,7 @@ web_up_ms=$(( ($(date +%s%N) - started_at) / 1000000 ))
 # Each run replays the demo from its start: a fresh stream (seq 0, empty window and history).
 $PY manage.py reset_stream shop --no-input
 $PY manage.py start_evaluator shop
-start feeder "$VAR/log/feeder.log" $PY manage.py replay "$FEED" --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE"
+start "the feeder" "$VAR/log/feeder.log" $PY manage.py replay "$FEED" --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE"
 
 cat <<MSG
 
