@@ -34,6 +34,8 @@ import time
 from typing import Any, Iterable, Sequence
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from .events import (
     ComponentHeartbeat,
@@ -139,9 +141,22 @@ class Keys:
         return f"kw:evaluator:{evaluator_id}:heartbeat"
 
 
-def connect(url: str) -> redis.Redis:
-    """A client that returns ``str`` (all our values are JSON text)."""
-    return redis.Redis.from_url(url, decode_responses=True)
+def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
+    """A client that returns ``str`` (all our values are JSON text).
+
+    With ``retry_seconds`` a command that meets a lost connection is retried
+    (backoff up to 1 s) for about that long, so a process rides through a Redis
+    restart instead of failing. Safe for the bus's writes: changes are
+    published by a script that ignores what is already applied, and the
+    evaluator's state is written with absolute values (a stream event whose
+    reply was lost may be appended twice). The web tier connects without it,
+    so a request fails fast while Redis is away.
+    """
+    if retry_seconds <= 0:
+        return redis.Redis.from_url(url, decode_responses=True)
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=int(retry_seconds) + 5)
+    return redis.Redis.from_url(url, decode_responses=True, retry=retry,
+                                retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
 # KEYS: live hash, change stream. ARGV: maxlen, then (kind, result key, payload) triples.
