@@ -147,8 +147,9 @@ def drive_browser(base: str, stream: Stream, query: KeywordQuery, redis_client) 
             # the stream page: the evaluator's status, metrics and stream-level rejects
             page.goto(f"{base}/streams/{stream.pk}/")
             expect(page.locator("#evaluator-status")).to_have_text("running")
-            expect(page.locator("#stat-ops")).not_to_have_text("–")
-            expect(page.locator("#dead-letters tr")).to_have_count(2)  # insert of a live key, delete of a missing one
+            expect(page.locator("#stat-processing")).not_to_have_text("–")
+            # the unknown relation (rejected at ingest), an insert of a live key, a delete of a missing one
+            expect(page.locator("#dead-letters tr")).to_have_count(3)
             page.goto(f"{base}/")
             expect(page.locator(f'tr[data-stream="{stream.pk}"] [data-field="status"]')).to_have_text("running")
             live = page.locator(f'tr[data-query="{query.pk}"] [data-field="live"]')

@@ -11,12 +11,8 @@ once.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
 
 import pytest
 from django.db import connection
@@ -25,10 +21,10 @@ from kwmonitor.streams import tasks
 from kwmonitor.streams.models import MetricSample, ResultEvent
 from streaming import bus
 from streaming.events import BatchMetrics
-from tests.browser.server import ROOT
 from tests.faults.services import CuttableProxy
 from tests.kwmonitor.dashboard.conftest import added, removed
 from tests.kwmonitor.streams.test_celery_worker import wait_for
+from tests.workers import celery_worker
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -48,15 +44,8 @@ def test_history_persistence_survives_a_database_outage(ecommerce_schema, user, 
     proxy = CuttableProxy(int(db["PORT"] or 5432), db["HOST"] or "127.0.0.1")
     proxy.start()
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    queue = f"test-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, DATABASE_URL=f"postgres://{auth}@127.0.0.1:{proxy.port}/{db['NAME']}", REDIS_URL=redis_url)
     log_path = tmp_path / "worker.log"
-    log = log_path.open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kwmonitor", "worker", "--pool", "prefork", "--concurrency", "1",
-         "-Q", queue, "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
     stop = threading.Event()
 
     def produce() -> None:
@@ -71,7 +60,7 @@ def test_history_persistence_survives_a_database_outage(ecommerce_schema, user, 
                 ts=time.time()))
             time.sleep(0.01)
 
-    def rounds_until(seconds: float) -> None:
+    def rounds_until(queue: str, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             tasks.persist_history.apply_async(queue=queue)  # what beat sends, every 5 s in production
@@ -80,36 +69,31 @@ def test_history_persistence_survives_a_database_outage(ecommerce_schema, user, 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        rounds_until(4)
-        wait_for(lambda: ResultEvent.objects.filter(query_id=query_id).exists(), 30, "the first rows")
-        proxy.cut()
-        cut_at = time.monotonic()
-        rounds_until(OUTAGE_SECONDS)
-        proxy.restore()
-        outage = time.monotonic() - cut_at
-        rounds_until(3)
-        stop.set()
-        producer.join()
-        expected_changes = [e for e, _ in redis_client.xrange(bus.Keys.changes(query_id))]
-        expected_metrics = [e for e, _ in redis_client.xrange(bus.Keys.stream_events(shop.pk))
-                            if '"batch.metrics"' in _["data"]]
-        restored_at = time.monotonic()
+        with celery_worker(env, log_path) as queue:
+            rounds_until(queue, 4)
+            wait_for(lambda: ResultEvent.objects.filter(query_id=query_id).exists(), 30, "the first rows")
+            proxy.cut()
+            cut_at = time.monotonic()
+            rounds_until(queue, OUTAGE_SECONDS)
+            proxy.restore()
+            outage = time.monotonic() - cut_at
+            rounds_until(queue, 3)
+            stop.set()
+            producer.join()
+            expected_changes = [e for e, _ in redis_client.xrange(bus.Keys.changes(query_id))]
+            expected_metrics = [e for e, fields in redis_client.xrange(bus.Keys.stream_events(shop.pk))
+                                if '"batch.metrics"' in fields["data"]]
+            restored_at = time.monotonic()
 
-        def caught_up() -> bool:
-            tasks.persist_history.apply_async(queue=queue)
-            return ResultEvent.objects.filter(query_id=query_id).count() >= len(expected_changes)
+            def caught_up() -> bool:
+                tasks.persist_history.apply_async(queue=queue)
+                return ResultEvent.objects.filter(query_id=query_id).count() >= len(expected_changes)
 
-        wait_for(caught_up, 60, "the history to catch up")
-        caught_up_after = time.monotonic() - restored_at
+            wait_for(caught_up, 60, "the history to catch up")
+            caught_up_after = time.monotonic() - restored_at
     finally:
         stop.set()
         proxy.cut()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        log.close()
     persisted = list(ResultEvent.objects.filter(query_id=query_id).order_by("id").values_list("entry_id", flat=True))
     metrics = list(MetricSample.objects.filter(stream=shop).order_by("id").values_list("entry_id", flat=True))
     lost = len(set(expected_changes) - set(persisted)) + len(set(expected_metrics) - set(metrics))

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,8 @@ from django.conf import settings
 
 from streaming import bus
 from streaming.events import BatchMetrics
+
+from tests.workers import celery_worker
 
 from .conftest import HEARTBEAT_COMMAND
 from .test_celery_worker import wait_for
@@ -74,14 +75,7 @@ def test_periodic_tasks_run_concurrently_on_sqlite_without_locking(sqlite_env, r
     manage(sqlite_env, "start_evaluator", "shop2")
     pids = [pid for (pid,) in rows(db, "SELECT pid FROM streams_evaluator")]
 
-    queue = f"test-{uuid.uuid4().hex[:8]}"
     log_path = tmp_path / "worker.log"
-    log = log_path.open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kwmonitor", "worker", "--pool", "prefork", "--concurrency", "3",
-         "-Q", queue, "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=sqlite_env, stdout=log, stderr=subprocess.STDOUT,
-    )
     stop = threading.Event()
     produced = {"changes": 0, "metrics": 0}
 
@@ -104,25 +98,25 @@ def test_periodic_tasks_run_concurrently_on_sqlite_without_locking(sqlite_env, r
     producer.start()
     sent = 0
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            tasks.supervise.apply_async(queue=queue)
+        with celery_worker(sqlite_env, log_path, concurrency=3) as queue:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                tasks.supervise.apply_async(queue=queue)
+                tasks.persist_history.apply_async(queue=queue)
+                sent += 2
+                time.sleep(0.03)
+            stop.set()
+            producer.join()
             tasks.persist_history.apply_async(queue=queue)
-            sent += 2
-            time.sleep(0.03)
-        stop.set()
-        producer.join()
-        tasks.persist_history.apply_async(queue=queue)
-        sent += 1
-        def done() -> int:
-            text = log_path.read_text(errors="replace")
-            return text.count(" succeeded in ") + text.count(" raised unexpected")
-        wait_for(lambda: done() >= sent, 120, f"{sent} tasks to finish")
+            sent += 1
+
+            def done() -> int:
+                text = log_path.read_text(errors="replace")
+                return text.count(" succeeded in ") + text.count(" raised unexpected")
+
+            wait_for(lambda: done() >= sent, 120, f"{sent} tasks to finish")
     finally:
         stop.set()
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
-        log.close()
         for pid in pids:
             try:
                 os.killpg(pid, signal.SIGKILL)
