@@ -1,68 +1,63 @@
-"""The group evaluator: the queries of one stream, fed batch by batch, publishing to Redis.
+"""The group evaluator: a stream's plan, fed batch by batch, publishing to Redis.
 
-This is the Spark-free core of an evaluator process (README, "How it runs");
-``streaming.spark`` only feeds it parsed batches. Per batch:
+This is the Spark-free core of an evaluator process (README, "How it
+runs"); ``streaming.spark`` only feeds it parsed batches. Every query
+and aggregate subscription of the stream is evaluated by one
+:class:`~streaming.sharing.engine.SharedEngine` (one store, one window, one
+keyword classification and one lattice per sharing class). Per batch:
 
-1. re-read the plan (``bus.read_plan``); a query that joins starts with static
-   evaluation over the tuples already in its window (``KeywordEngine.load``), an
-   edited one restarts the same way, and the published live set is reconciled
-   with the new engine's; a query that leaves (removed or disabled) gets a
-   remove for each of its live results, so browsers see them end (its change
-   stream keeps the history);
+1. re-read the plan (:class:`~streaming.sharing.properties.EvaluatorPlan`); a
+   query that joins a running class gets that class's results at once, one
+   that needs a new or widened class gets it evaluated with CNEvalStatic over
+   the stored tuples; the published live set of each such query is
+   reconciled with the engine's; a query that leaves (removed or disabled)
+   gets a remove for each of its live results (its change stream keeps the
+   history);
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
    replayed by Spark after a crash); stream-level rejects (late op, duplicate
    key, delete of a missing key) and parse rejects become dead letters;
-3. persist the tuple store with the last applied seq (one MULTI), then publish
-   each query's changes (live set + change stream, one atomic step per query),
-   dead letters and the batch metrics.
+3. persist the stored tuples with the last applied seq (one MULTI), then
+   publish each query's changes (live set + change stream, one atomic step per
+   query), aggregate values, dead letters and the batch metrics.
 
-Tuples are kept once per stream (the *store*) for as long as the widest window
-of the plan (forever if a query has no window); they give the values and
-keyword hits shown in results, the seed of joining queries, and after a restart
-the state every engine is rebuilt from. Because the store is persisted before
-the changes are published, a crash in between is repaired by the reconcile of
-the restart, and a replayed batch is not applied twice.
+The stored tuples give the values shown in results and, after a restart,
+the state the engine is rebuilt from. Because they are persisted before the
+changes are published, a crash in between is repaired by the reconcile of
+the restart, and a replayed batch is not applied twice. Aggregate windows
+restart empty after a restart of the process.
 
-Stream-level checks use the store, so when queries have different windows an
-insert of a key that left a narrow window but not the widest one is rejected
-for every query (a deliberate simplification: one verdict per op).
+With queries of different windows an op gets one verdict, against the widest
+window (``docs/sharing.md``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 import redis
 
 from . import bus
-from .asc.predicates import Predicate, holds, parse_predicate
-from .engine import KeywordEngine, StreamEngine
-from .evaluate.filtering import FilterEngine
-from .events import (
-    DEAD_LETTER_LINE_CHARS,
-    BatchMetrics,
-    DeadLetter,
-    ResultAdded,
-    ResultRemoved,
-    ResultView,
-    TupleView,
-    result_key,
-)
+from .asc.predicates import PredicateError
+from .evaluate.results import Result
+from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultAdded, ResultRemoved,
+                     ResultView, SharingReport, TupleView, result_key)
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, parse_op
 from .schema import Schema
-from .selection import GroupSelection
+from .sharing.engine import SharedEngine
+from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
+                                 query_properties)
+from .sharing.report import sharing_report
 from .sources import SourceError, split_seq
 
-__all__ = ["ParsedOp", "StoredTuple", "QuerySpec", "parse_stored_line", "group_keywords", "GroupEvaluator"]
+__all__ = ["ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
+_REPORT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +65,10 @@ class ParsedOp:
     """One stored line after parsing: an op, or the reason it was rejected.
 
     ``hits`` are the group's keywords the inserted tuple contains (keyword
-    classification, done where the line was parsed); ``queries`` the ids of
-    the queries whose selection predicates it satisfies, when the executors
-    evaluated them (None: not evaluated, the driver checks predicates itself).
+    classification, done where the line was parsed); ``queries`` the
+    global-result bitmap of the selection constructs (bit ``i``: the query of
+    the plan's bit ``i`` admits the tuple), when the executors evaluated them
+    (None: not evaluated, the driver does it).
     """
 
     seq: int | None
@@ -80,7 +76,7 @@ class ParsedOp:
     op: Op | None
     reason: str | None = None
     hits: tuple[str, ...] = ()
-    queries: tuple[int, ...] | None = None
+    queries: int | None = None
 
 
 def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> ParsedOp:
@@ -99,71 +95,13 @@ def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> Pa
     return ParsedOp(seq, line, op, None, hits)
 
 
-def group_keywords(plan: dict[str, Any] | None) -> frozenset[str]:
+def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str]:
     """Every keyword of every query of a plan (what executors classify tuples against)."""
-    if not plan:
+    if plan is None:
         return frozenset()
-    return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
-
-
-@dataclass(slots=True)
-class StoredTuple:
-    """A live tuple of the stream: values, insertion time, seq, keyword hits and its stored line.
-
-    The line (the insert as stored at ingest, with its seq) is what gets
-    persisted: a restart parses it again, so nothing is serialised twice.
-    """
-
-    values: dict[str, Any]
-    ts: float
-    seq: int
-    hits: tuple[str, ...]
-    line: str
-
-
-@dataclass(frozen=True)
-class QuerySpec:
-    """A query of the plan; two specs are equal iff the query needs no restart."""
-
-    id: int
-    keywords: tuple[str, ...]
-    tmax: int
-    window_seconds: float | None
-    predicates: tuple[str, ...] = ()
-
-    @classmethod
-    def from_plan(cls, doc: dict[str, Any]) -> "QuerySpec":
-        window = doc.get("window_seconds")
-        return cls(
-            int(doc["id"]),
-            tuple(k.casefold() for k in doc["keywords"]),
-            int(doc["tmax"]),
-            None if window is None else float(window),
-            tuple(sorted(json.dumps(p, sort_keys=True) for p in doc.get("predicates", []))),
-        )
-
-
-@dataclass
-class _Query:
-    spec: QuerySpec
-    engine: StreamEngine
-    keywords: tuple[str, ...]
-    predicates: dict[str, list[Predicate]]
-    live: dict[str, ResultView] = field(default_factory=dict)
-    pending: list[ResultAdded | ResultRemoved] = field(default_factory=list)
-    rejected: int = 0
-
-    def takes(self, relation: str) -> bool:
-        """Whether tuples of ``relation`` may reach the engine: a filter subscription
-        (no keywords) takes only those of the relations it has predicates on."""
-        return bool(self.spec.keywords) or relation in self.predicates
-
-    def admits(self, relation: str, values: dict[str, Any]) -> bool:
-        """Whether a tuple takes part in the query: it satisfies the predicates on its relation."""
-        preds = self.predicates.get(relation)
-        if not preds:
-            return self.takes(relation)
-        return all(holds(p, values.get(p.attribute)) for p in preds)
+    if isinstance(plan, dict):
+        return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
+    return frozenset(k.casefold() for q in plan.queries for k in q.keywords)
 
 
 def _tuple_key(relation: str, key: Any) -> bytes:
@@ -182,7 +120,7 @@ class GroupEvaluator:
         self,
         client: redis.Redis,
         evaluator_id: int,
-        engine: str = "static-dynamic",
+        sharing: str = "widen",
         clock: Callable[[], float] = time.time,
         asc_sequence: str = "hybrid",
         asc_period: int = 10_000,
@@ -190,140 +128,186 @@ class GroupEvaluator:
     ):
         self.client = client
         self.evaluator_id = evaluator_id
-        self.engine_kind = engine
+        self.sharing = sharing
         self.clock = clock
-        self.asc = {"kind": asc_sequence, "period": asc_period, "mu": asc_mu}
-        self.selection: GroupSelection | None = None
+        self.asc = (asc_sequence, asc_period, asc_mu)
         self.lock = threading.RLock()
-        self.plan: dict[str, Any] | None = None
+        self.plan: EvaluatorPlan | None = None
         self.schema: Schema | None = None
         self.stream_id: int | None = None
-        self.queries: dict[int, _Query] = {}
-        self.store: OrderedDict[tuple[str, Any], StoredTuple] = OrderedDict()
+        self.engine: SharedEngine | None = None
+        self.queries: dict[int, QueryProperties] = {}
+        self.aggregates: dict[int, AggregateProperties] = {}
+        self.lines: dict[tuple[str, Any], str] = {}  # stored tuple -> its stored line
         self.applied_seq = -1
-        self.event_time: float | None = None
-        self.retention: float | None = None
+        self.query_errors: dict[int, str] = {}
+        self.aggregate_errors: dict[int, str] = {}
+        self.live_counts: dict[int, int] = {}
+        self._seq = -1
+        self._pending: dict[int, list[ResultAdded | ResultRemoved]] = {}
+        self._values: list[AggregateValue] = []
+        self._views: dict[tuple[Result, int], ResultView] = {}
+        self._words: dict[int, str] = {}
+        self._dirty: set[tuple[str, Any]] = set()
         self._trust_selection = False
         self._dropped = 0
-        self._dirty: set[tuple[str, Any]] = set()
-        self.query_errors: dict[int, str] = {}
+        self._reported = 0.0
+        self._narrow = 0
+        self._clock: float | None = None
 
     # ----------------------------------------------------------- plan and state
 
     @property
     def plan_version(self) -> int:
-        return int(self.plan["version"]) if self.plan else 0
+        return self.plan.version if self.plan else 0
 
     @property
     def keywords(self) -> frozenset[str]:
         return group_keywords(self.plan)
 
-    def _retention(self) -> float | None:
-        """How long the store keeps a tuple: the widest window (None: forever)."""
-        windows = [q.spec.window_seconds for q in self.queries.values()]
-        if not windows or any(w is None for w in windows):
-            return None
-        return max(windows)
+    @property
+    def event_time(self) -> float | None:
+        return self.engine.last_ts if self.engine is not None else None
 
     def start(self) -> None:
-        """Load the persisted store and the plan, rebuild every engine, reconcile live sets."""
+        """Load the persisted tuples and the plan, evaluate every class at once, reconcile live sets."""
         with self.lock:
             state = self.client.hgetall(bus.Keys.evaluator_state(self.evaluator_id))
             self.applied_seq = int(state.get("seq", -1))
-            self.event_time = float(state["clock"]) if state.get("clock") else None
-            plan = bus.read_plan(self.client, self.evaluator_id)
-            if plan is None:
+            self._clock = float(state["clock"]) if state.get("clock") else None
+            stored = self.client.hgetall(bus.Keys.evaluator_tuples(self.evaluator_id))
+            self.lines = {tuple(orjson.loads(field)): line for field, line in stored.items()}
+            if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
-            schema = Schema.from_dict(plan["stream"]["schema"])
-            keywords = group_keywords(plan)
-            loaded = []
-            for line in self.client.hvals(bus.Keys.evaluator_tuples(self.evaluator_id)):
-                row = parse_stored_line(line, schema, keywords)
-                op = row.op
-                if op is None or op.kind != "insert" or row.seq is None:
-                    raise RuntimeError(f"evaluator {self.evaluator_id}: unreadable stored tuple {line[:200]!r}")
-                loaded.append(((op.relation, op.key), StoredTuple(op.values, op.ts, row.seq, row.hits, line)))
-            loaded.sort(key=lambda item: (item[1].ts, item[1].seq))
-            self.store = OrderedDict(loaded)
-            self.refresh_plan(force=True)
 
     def refresh_plan(self, force: bool = False) -> bool:
-        """Re-read the plan; start, restart and stop queries as it says. True if it changed."""
+        """Re-read the plan; start, move and stop queries as it says. True if it changed."""
         with self.lock:
-            plan = bus.read_plan(self.client, self.evaluator_id)
-            if plan is None or (not force and self.plan is not None and plan["version"] == self.plan["version"]):
+            raw = bus.read_plan(self.client, self.evaluator_id)
+            if raw is None or (not force and self.plan is not None and raw["version"] == self.plan.version):
                 return False
-            schema = Schema.from_dict(plan["stream"]["schema"])
-            if self.schema is None or self.schema.to_dict() != schema.to_dict():
-                self.schema = schema
-                force = True
-            old_keywords = self.keywords
+            plan = EvaluatorPlan.model_validate(raw)
+            schema = Schema.from_dict(plan.stream.schema_)
+            previous = set(self.queries)
+            fresh = self.engine is None or self.schema is None or self.schema.to_dict() != schema.to_dict()
+            if fresh:
+                self._new_engine(schema)
+            assert self.engine is not None
             self.plan = plan
-            self.stream_id = int(plan["stream"]["id"])
-            wanted = {spec.id: spec for spec in map(QuerySpec.from_plan, plan.get("queries", []))}
-            for qid in sorted(set(self.queries) - set(wanted)):
-                self._stop_query(qid)
-            if self.keywords != old_keywords:
-                self._reclassify_store()
-            self.query_errors = {}
-            for qid, spec in sorted(wanted.items()):
-                current = self.queries.get(qid)
-                if force or current is None or current.spec != spec:
-                    try:
-                        self._start_query(spec)
-                    except ValueError as exc:  # a bad query must not stop the others of the group
-                        self.query_errors[qid] = f"{type(exc).__name__}: {exc}"
-                        if current is not None:
-                            self._stop_query(qid)
-            self.retention = self._retention()
-            predicates = {q.spec.id: [json.loads(p) for p in q.spec.predicates] for q in self.queries.values()}
-            self.selection = GroupSelection(self.schema, predicates, **self.asc) if any(predicates.values()) else None
+            self.stream_id = plan.stream.id
+            queries, self.query_errors = [], {}
+            for entry in plan.queries:
+                try:
+                    queries.append(query_properties(entry, schema))
+                except (ValueError, PredicateError) as exc:  # a bad query must not stop the others
+                    self.query_errors[entry.id] = f"{type(exc).__name__}: {exc}"
+            by_id = {q.id: q for q in queries}
+            aggregates, self.aggregate_errors = [], {}
+            for agg in plan.aggregates:
+                try:
+                    aggregates.append(aggregate_properties(agg, schema, by_id))
+                except (ValueError, PredicateError) as exc:
+                    self.aggregate_errors[agg.id] = f"{type(exc).__name__}: {exc}"
+            leaving = previous - set(by_id)
+            narrow_now = plan.narrow != self._narrow and not fresh
+            self._narrow = plan.narrow
+            rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now)
+            self.queries = by_id
+            self.aggregates = {a.id: a for a in aggregates}
+            self._words = {bit: word for word, bit in self.engine.vocabulary.items()}
+            self._views.clear()
+            if fresh:
+                self.engine.restore(self._stored_ops(schema), self._clock)
+                rebuilt = set(by_id)
+            for qid in sorted(leaving):
+                bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
+                self.live_counts.pop(qid, None)
+                self._pending.pop(qid, None)
+            self._reconcile(rebuilt)
+            self._reported = 0.0
             return True
+
+    def _stored_ops(self, schema: Schema) -> list[Op]:
+        """The stored tuples as inserts in event-time order (lines that no longer parse are dropped)."""
+        loaded = []
+        for ident, line in list(self.lines.items()):
+            row = parse_stored_line(line, schema, frozenset())
+            if row.op is None or row.op.kind != "insert" or row.seq is None:
+                del self.lines[ident]
+                self._dirty.add(ident)
+                continue
+            loaded.append((row.op.ts, row.seq, row.op))
+        loaded.sort(key=lambda item: (item[0], item[1]))
+        return [op for _, _, op in loaded]
+
+    def _new_engine(self, schema: Schema) -> None:
+        """The first plan, or a new schema: a fresh engine (it takes back the stored tuples that still parse)."""
+        kind, period, mu = self.asc
+        if self.engine is not None:
+            self._clock = self.engine.last_ts
+        self.schema = schema
+        self.engine = SharedEngine(schema, self.sharing, sink=self._on_change, aggregate_sink=self._on_value,
+                                   forget=self._on_forget, selection_kind=kind, selection_period=period,
+                                   selection_mu=mu)
+        self.queries = {}
+        self.aggregates = {}
+
+    def _reconcile(self, query_ids: Iterable[int]) -> None:
+        """Make each query's published live set equal the engine's (after a restart or a rebuild)."""
+        assert self.engine is not None
+        for qid in sorted(query_ids):
+            if qid not in self.queries:
+                continue
+            results = self.engine.results(qid)
+            self._pending.pop(qid, None)
+            self.live_counts[qid] = len(results)
+            bus.reconcile(self.client, qid, max(self.applied_seq, 0), [self._view(qid, r) for r in results])
 
     def selection_plan(self) -> dict[str, Any]:
         """The selection constructs and sequences the executors use for the next batch."""
-        return self.selection.executor_plan() if self.selection is not None else {}
+        selection = self.engine.admission.selection if self.engine is not None else None
+        return selection.executor_plan() if selection is not None else {}
 
-    def _reclassify_store(self) -> None:
-        assert self.schema is not None
-        keywords = self.keywords
-        for (relation, _), row in self.store.items():
-            row.hits = tuple(sorted(keywords.intersection(tuple_tokens(self.schema.relations[relation], row.values))))
+    # ----------------------------------------------------------- engine sinks
 
-    def _start_query(self, spec: QuerySpec) -> None:
-        """Build the query's engine over the stored tuples in its window; reconcile its live set."""
-        assert self.schema is not None
-        predicates: dict[str, list[Predicate]] = {}
-        for doc in map(json.loads, spec.predicates):
-            relation = self.schema.relation(doc["relation"])
-            predicates.setdefault(relation.name, []).append(
-                parse_predicate(doc, relation.attributes, relation.name, f"query {spec.id}")
-            )
-        engine: StreamEngine
-        if spec.keywords:
-            engine = KeywordEngine(self.schema, list(spec.keywords), spec.tmax, spec.window_seconds,
-                                   engine=self.engine_kind)
-            keywords = engine.keywords.keywords
-        else:  # a pure filter subscription: its results are the admitted tuples
-            engine, keywords = FilterEngine(self.schema, predicates, spec.window_seconds), ()
-        query = _Query(spec, engine, keywords, predicates)
-        now = self.event_time
-        seed = [
-            Op("insert", relation, key, row.values, row.ts)
-            for (relation, key), row in self.store.items()
-            if (spec.window_seconds is None or now is None or row.ts + spec.window_seconds > now)
-            and query.admits(relation, row.values)
-        ]
-        query.engine.load(seed)
-        query.live = {view.key: view for view in (self._view(query, r) for r in query.engine.snapshot())}
-        self.queries[spec.id] = query
-        bus.reconcile(self.client, spec.id, max(self.applied_seq, 0), query.live.values())
+    def _on_change(self, qid: int, kind: str, result: Result) -> None:
+        view = self._view(qid, result)
+        if kind == "add":
+            self._pending.setdefault(qid, []).append(ResultAdded(query=qid, seq=self._seq, result=view))
+            self.live_counts[qid] = self.live_counts.get(qid, 0) + 1
+        else:
+            self._pending.setdefault(qid, []).append(ResultRemoved(query=qid, seq=self._seq, result=view))
+            self.live_counts[qid] = self.live_counts.get(qid, 1) - 1
 
-    def _stop_query(self, qid: int) -> None:
-        query = self.queries.pop(qid)
-        seq = max(self.applied_seq, 0)
-        bus.reconcile(self.client, qid, seq, ())
-        query.live.clear()
+    def _on_value(self, aggregate_id: int, window_end: float, value: Any) -> None:
+        assert self.stream_id is not None
+        self._values.append(AggregateValue(stream=self.stream_id, aggregate=aggregate_id, seq=self._seq,
+                                           window_end=window_end, value=value, ts=self.clock()))
+
+    def _on_forget(self, relation: str, key: Any) -> None:
+        self.lines.pop((relation, key), None)
+        self._dirty.add((relation, key))
+
+    def _view(self, qid: int, result: Result) -> ResultView:
+        """The result as shown for ``qid`` (values and the class's keyword hits), one per class and result."""
+        assert self.engine is not None
+        cls = self.engine.class_of[qid]
+        cached = self._views.get((result, cls.index))
+        if cached is not None:
+            return cached
+        rows = self.engine.store.rows
+        bits = getattr(cls, "keyword_bits", 0)
+        tuples = []
+        for relation, key in result.tuples:
+            row = rows[relation].get(key)
+            values = dict(row.values) if row is not None else {}
+            mask = row.mask & bits if row is not None else 0
+            hits = sorted(self._words[b] for b in range(mask.bit_length()) if mask >> b & 1)
+            tuples.append(TupleView(relation=relation, key=key, values=values, hits=hits))
+        edges = [((a[0], a[1]), (b[0], b[1]), fk) for a, b, fk in result.edges]
+        view = ResultView(key=result_key(result.tuples, result.edges), tuples=tuples, edges=edges)
+        self._views[(result, cls.index)] = view
+        return view
 
     # ----------------------------------------------------------- batches
 
@@ -338,16 +322,18 @@ class GroupEvaluator:
         """Apply one micro-batch and publish its effects; returns the metrics published.
 
         ``selection_stats`` are the executors' ASC statistics per relation;
-        the executors' query sets (``ParsedOp.queries``) are trusted only if
-        they were computed with the current plan (``parsed_with_version``).
+        the executors' bitmaps and keyword hits (``ParsedOp.queries``,
+        ``ParsedOp.hits``) are trusted only if they were computed with the
+        current plan (``parsed_with_version``).
         """
         with self.lock:
             started = time.perf_counter()
             self.refresh_plan()
-            if self.plan is None:
+            if self.plan is None or self.engine is None:
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
             self._trust_selection = parsed_with_version == self.plan_version
             self._dropped = 0
+            evaluations = self.engine.class_evaluations
             rows = list(rows)
             ordered = sorted((r for r in rows if r.seq is not None), key=lambda r: r.seq)
             dead: list[ParsedOp] = [r for r in rows if r.seq is None]
@@ -363,22 +349,30 @@ class GroupEvaluator:
                         dead.append(ParsedOp(row.seq, row.line, row.op, reason))
                 self.applied_seq = row.seq
             t_persist = time.perf_counter()
-            if self._trust_selection and self.selection is not None:
+            selection = self.engine.admission.selection
+            if self._trust_selection and selection is not None:
                 for relation, stats in selection_stats:
-                    self.selection.observe(relation, stats)
+                    selection.observe(relation, stats)
+            self.engine.admission.flush()
             self._persist()
             t_publish = time.perf_counter()
-            for qid, query in self.queries.items():
-                for i in range(0, len(query.pending), _PUBLISH_CHUNK):
-                    bus.publish_changes(self.client, qid, query.pending[i : i + _PUBLISH_CHUNK])
-                query.pending.clear()
+            for qid, pending in self._pending.items():
+                for i in range(0, len(pending), _PUBLISH_CHUNK):
+                    bus.publish_changes(self.client, qid, pending[i : i + _PUBLISH_CHUNK])
+            self._pending = {}
+            self._views.clear()
             now = self.clock()
             events: list[Any] = [
-                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS], reason=row.reason or "", ts=now)
+                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS],
+                           reason=row.reason or "", ts=now)
                 for row in dead
             ]
-            if self.selection is not None:
-                events += self.selection.drain_events(self.stream_id, now)
+            events += self._values
+            self._values = []
+            if selection is not None:
+                events += selection.drain_events(self.stream_id, now)
+            if now - self._reported >= _REPORT_SECONDS:
+                events.append(self.report(now))
             if events:
                 with self.client.pipeline(transaction=False) as pipe:
                     for event in events:
@@ -401,86 +395,30 @@ class GroupEvaluator:
                     "publish": (done - t_publish) * 1000,
                 },
                 dead_letters=len(dead),
-                state=self.state(),
+                state=self.state(self.engine.class_evaluations - evaluations),
                 ts=now,
             )
             bus.publish_stream_event(self.client, self.stream_id, metrics)
             return metrics
 
     def _apply(self, row: ParsedOp) -> str | None:
-        """Apply one op to the store and every query; the reject reason, or None."""
+        """Apply one op to the engine; the reject reason, or None."""
         op = row.op
-        assert op is not None and row.seq is not None
-        if self.event_time is not None and op.ts < self.event_time:
-            return f"late op: ts {op.ts} is before {self.event_time}"
-        self._expire(op.ts)
+        assert op is not None and row.seq is not None and self.engine is not None
+        trusted = self._trust_selection and op.kind == "insert"
+        qmask = row.queries if trusted else None
+        self._seq = row.seq
+        try:
+            self.engine.apply(op, qmask=qmask, hits=row.hits if trusted else None)
+        except OpRejected as exc:
+            return str(exc)
         ident = (op.relation, op.key)
         if op.kind == "insert":
-            if ident in self.store:
-                return f"insert of live key {op.key!r} of {op.relation}"
-            stored = StoredTuple(op.values, op.ts, row.seq, row.hits, row.line)
-            self.store[ident] = stored
-        else:
-            stored = self.store.pop(ident, None)
-            if stored is None:
-                return f"delete of missing key {op.key!r} of {op.relation}"
-        self._dirty.add(ident)
-        self.event_time = op.ts
-        admitted = row.queries if op.kind == "insert" and self._trust_selection else None
-        if admitted is not None and not admitted:
-            self._dropped += 1
-        for qid, query in self.queries.items():
-            if admitted is None:
-                takes = query.admits(op.relation, stored.values)
-            else:
-                takes = qid in admitted and query.takes(op.relation)
-            if not takes:  # the op's time still ends the query's windows
-                changes = query.engine.advance(op.ts)
-                if changes:
-                    self._collect(query, row.seq, changes, removed=None)
-                continue
-            try:
-                changes = query.engine.apply(op)
-            except OpRejected:
-                query.rejected += 1
-                continue
-            self._collect(query, row.seq, changes, removed=(ident, stored) if op.kind == "delete" else None)
-        return None
-
-    def _expire(self, now: float) -> None:
-        retention = self.retention
-        if retention is None:
-            return
-        store = self.store
-        while store:
-            ident, row = next(iter(store.items()))
-            if row.ts + retention > now:
-                break
-            store.popitem(last=False)
+            self.lines[ident] = row.line
             self._dirty.add(ident)
-
-    def _collect(self, query: _Query, seq: int, changes: Sequence[Any], removed: tuple | None) -> None:
-        for change in changes:
-            if change.type == "add":
-                view = self._view(query, change.result)
-                query.live[view.key] = view
-                query.pending.append(ResultAdded(query=query.spec.id, seq=seq, result=view))
-            else:
-                key = result_key(change.result.tuples, change.result.edges)
-                view = query.live.pop(key, None) or self._view(query, change.result, removed)
-                query.pending.append(ResultRemoved(query=query.spec.id, seq=seq, result=view))
-
-    def _view(self, query: _Query, result: Any, removed: tuple | None = None) -> ResultView:
-        tuples = []
-        for relation, key in result.tuples:
-            row = self.store.get((relation, key))
-            if row is None and removed is not None and removed[0] == (relation, key):
-                row = removed[1]
-            values = row.values if row is not None else {}
-            hits = [k for k in query.keywords if row is not None and k in row.hits]
-            tuples.append(TupleView(relation=relation, key=key, values=values, hits=hits))
-        edges = [((a[0], a[1]), (b[0], b[1]), fk) for a, b, fk in result.edges]
-        return ResultView(key=result_key(result.tuples, result.edges), tuples=tuples, edges=edges)
+            if not self.engine.store.rows[op.relation][op.key].qmask:
+                self._dropped += 1
+        return None
 
     def _persist(self) -> None:
         """Write the changed tuples, the last applied seq and the event time in one MULTI."""
@@ -488,11 +426,11 @@ class GroupEvaluator:
         live: dict[bytes, str] = {}
         gone: list[bytes] = []
         for ident in self._dirty:
-            row = self.store.get(ident)
-            if row is None:
+            line = self.lines.get(ident)
+            if line is None:
                 gone.append(_tuple_key(*ident))
             else:
-                live[_tuple_key(*ident)] = row.line
+                live[_tuple_key(*ident)] = line
         with self.client.pipeline(transaction=True) as pipe:
             if live:  # one HSET for the batch: a command per tuple cost more than the write itself
                 pipe.hset(tuples_key, mapping=live)
@@ -505,13 +443,28 @@ class GroupEvaluator:
             pipe.execute()
         self._dirty.clear()
 
-    def state(self) -> dict[str, dict[str, Any]]:
-        """Per query: live results, rejects and the engine's own statistics (lattice, tuples)."""
+    # ----------------------------------------------------------- inspection
+
+    def report(self, now: float) -> SharingReport:
+        """The sharing classes and what they save against per-query evaluation (the Sharing page)."""
+        assert self.engine is not None and self.stream_id is not None
+        self._reported = now
+        return sharing_report(self.engine, self.stream_id, now)
+
+    def state(self, class_evaluations: int = 0) -> dict[str, dict[str, Any]]:
+        """The stream (store, seq, selection, errors, sharing) and per query its live results and class."""
+        assert self.engine is not None
         out: dict[str, dict[str, Any]] = {"stream": {
-            "stored_tuples": len(self.store), "applied_seq": self.applied_seq,
+            "stored_tuples": len(self.engine.store), "applied_seq": self.applied_seq,
             "dropped_by_selection": self._dropped,
             "query_errors": {str(q): e for q, e in self.query_errors.items()},
+            "aggregate_errors": {str(a): e for a, e in self.aggregate_errors.items()},
+            "sharing": self.sharing, "classes": len(self.engine.live_classes()),
+            "class_evaluations": class_evaluations,
         }}
         for qid, query in self.queries.items():
-            out[str(qid)] = {"live_results": len(query.live), "rejected": query.rejected, **query.engine.stats()}
+            cls = self.engine.class_of[qid]
+            out[str(qid)] = {"live_results": self.live_counts.get(qid, 0), "class": cls.index,
+                             "class_members": len(cls.members), "keywords": sorted(query.keywords),
+                             "engine": "filter" if query.is_filter else "shared"}
         return out

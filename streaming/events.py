@@ -32,6 +32,8 @@ __all__ = [
     "StreamHealth",
     "QueryHealth",
     "HealthReport",
+    "AggregateValue",
+    "SharingReport",
     "Event",
     "parse_event",
     "result_key",
@@ -246,6 +248,35 @@ class HealthReport(_Payload):
         """The components that are not alive."""
         return [c for c in self.components if not c.alive]
 
+class AggregateValue(_Payload):
+    """One closed window of an aggregate subscription (only values passing its ``having``)."""
+
+    type: Literal["aggregate.value"] = "aggregate.value"
+    stream: int
+    aggregate: int
+    seq: int
+    window_end: float
+    value: float | int | None
+    ts: float
+
+
+class SharingReport(_Payload):
+    """The stream's sharing classes and what sharing saves against evaluating each query alone.
+
+    ``classes`` holds one object per class (properties, member ids, lattice
+    size, state, results delivered and wasted); ``totals`` the shared and the
+    per-query ("alone") figures of stored tuples, lattice nodes and engine
+    evaluations per op.
+    """
+
+    type: Literal["sharing.report"] = "sharing.report"
+    stream: int
+    sharing: str
+    classes: list[dict[str, Any]]
+    aggregate_classes: list[dict[str, Any]] = Field(default_factory=list)
+    totals: dict[str, Any]
+    ts: float
+
 
 Event = Annotated[
     Union[
@@ -258,6 +289,8 @@ Event = Annotated[
         DeadLetter,
         DroppingRatio,
         Rearrangement,
+        AggregateValue,
+        SharingReport,
     ],
     Field(discriminator="type"),
 ]

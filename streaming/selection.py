@@ -6,10 +6,9 @@ per relation that some query of the group has predicates on, each with its
 threshold μ). :meth:`GroupSelection.executor_plan` is the JSON the executors
 get with each batch (index definitions, current sequences, sample rates);
 executors run :class:`SelectionRunner` over the inserts of their partition
-and send back, per tuple, the ids of the queries it satisfies, and per
-relation the statistics the monitor needs. A tuple that satisfies no query is
-dropped before any keyword engine sees it; the others go only to the queries
-they satisfy. Closed periods and rearrangements become
+and send back, per tuple, the bitmap of the queries it satisfies (queries
+are the bits of the plan, :mod:`streaming.sharing.admission`), and per
+relation the statistics the monitor needs. Closed periods and rearrangements become
 :class:`~streaming.events.DroppingRatio` and
 :class:`~streaming.events.Rearrangement` payloads for the stream dashboard.
 """
@@ -21,6 +20,7 @@ from typing import Any, Mapping, Sequence as Seq
 import numpy as np
 
 from .asc import AscIndex, BatchEvaluator, DroppingMonitor, Sequence, split_by_relation
+from .asc.vectorised import words_to_int
 from .events import DroppingRatio, Rearrangement
 from .schema import Schema
 
@@ -86,12 +86,12 @@ class SelectionRunner:
         return relation in self.relations
 
     def run(self, relation: str, rows: Seq[Mapping[str, Any]], seed: int | None = None
-            ) -> tuple[list[list[int]], dict[str, Any]]:
-        """Per row the ids of the queries it satisfies, and the batch's monitor statistics."""
+            ) -> tuple[list[int], dict[str, Any]]:
+        """Per row the global-result bitmap (bit ``j``: the index's ``j``-th query admits it), and the
+        batch's monitor statistics."""
         evaluator, sequence, sample_rate = self.relations[relation]
         columns = {a.attribute: np.array([r.get(a.attribute) for r in rows], dtype=object)
                    for a in evaluator.index.ascs}
         bitmaps, evaluated = evaluator.evaluate_batch(columns, sequence)
         stats = evaluator.batch_stats(columns, bitmaps, evaluated, sample_rate, seed)
-        ids = [[int(q) for q in evaluator.query_ids(row)] for row in bitmaps]
-        return ids, stats
+        return [words_to_int(row) for row in bitmaps], stats

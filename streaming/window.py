@@ -21,16 +21,21 @@ class LiveTuple:
     """One live tuple: its values, keyword mask, insertion time and serial number.
 
     The serial tells two lives of the same key apart (deleted, then inserted
-    again), so a stale expiry entry never removes the newer tuple.
+    again), so a stale expiry entry never removes the newer tuple. A store
+    shared by several queries (``streaming.sharing``) also keeps ``qmask``,
+    the queries whose predicates the tuple satisfies (all ones: no predicate
+    on its relation), and ``classes``, the sharing classes it sits in.
     """
 
-    __slots__ = ("values", "mask", "ts", "serial")
+    __slots__ = ("values", "mask", "ts", "serial", "qmask", "classes")
 
-    def __init__(self, values: dict, mask: int, ts: float, serial: int):
+    def __init__(self, values: dict, mask: int, ts: float, serial: int, qmask: int = -1):
         self.values = values
         self.mask = mask
         self.ts = ts
         self.serial = serial
+        self.qmask = qmask
+        self.classes = 0
 
 
 class LiveStore:
@@ -62,10 +67,10 @@ class LiveStore:
     def get(self, relation: str, key: Any) -> LiveTuple | None:
         return self.rows[relation].get(key)
 
-    def add(self, relation: str, key: Any, values: dict, mask: int, ts: float) -> LiveTuple:
+    def add(self, relation: str, key: Any, values: dict, mask: int, ts: float, qmask: int = -1) -> LiveTuple:
         """Store a new live tuple (the caller checked the key is not live)."""
         self._serial += 1
-        row = LiveTuple(values, mask, ts, self._serial)
+        row = LiveTuple(values, mask, ts, self._serial, qmask)
         self.rows[relation][key] = row
         for column, index in self._indexes[relation]:
             value = values[column]

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "cngen": "CN generation: InitNTGen vs InitCNGen, lattice build",
     "eval": "evaluation: CNEvalDynamic vs the operator mesh, static-dynamic",
     "asc": "selection constructs: macro, hybrid, ticket routing, fixed sequences",
+    "sharing": "many saved queries over one stream: each alone vs sharing and widening",
 }
 
 

@@ -9,6 +9,12 @@ processing the change happened. Rejected ops (malformed, unknown relation,
 bad type, late, duplicate insert, delete of a missing key) are reported as
 ``line N: reason`` to stderr or ``--rejects FILE``; processing continues.
 
+``--predicate "Relation.attribute OP value"`` (repeatable; OP one of
+``= != < <= > >= between``, the value JSON or a bare word, ``between [lo, hi]``)
+restricts which tuples of that relation take part (results without the
+relation are still results); with ``--keywords ""`` the query is a filter
+subscription whose results are the tuples its predicates admit.
+
 ``--engine static-dynamic`` starts the query on a window that already holds
 the first ``--static-prefix N`` ops: they are loaded and evaluated at once
 with CNEvalStatic, the results found are reported as adds at the seq of the
@@ -25,31 +31,55 @@ import json
 import sys
 from typing import IO, Iterator
 
-from ..engine import ENGINES, KeywordEngine
-from ..evaluate.results import Change
-from ..keywords import KeywordError
-from ..ops import Op, OpRejected, parse_op
-from ..schema import SchemaError, load_schema
+from typing import Any
 
-__all__ = ["HELP", "add_arguments", "main"]
+from ..asc.predicates import Predicate, PredicateError, parse_predicate
+from ..engine import ENGINES, KeywordEngine
+from ..evaluate.results import Result
+from ..keywords import KeywordError, parse_keywords
+from ..ops import Op, OpRejected, parse_op
+from ..schema import Schema, SchemaError, load_schema
+from ..selected import SelectedQuery
+
+__all__ = ["HELP", "add_arguments", "main", "numbered_ops", "event_line", "parse_predicate_option"]
 
 HELP = "evaluate a keyword query over an op stream, writing add/remove events"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schema", required=True, help="schema JSON file")
-    parser.add_argument("--keywords", required=True, help='the query, e.g. "dress texas"')
+    parser.add_argument("--keywords", required=True,
+                        help='the query, e.g. "dress texas" ("" with --predicate: a filter subscription)')
     parser.add_argument("--tmax", type=int, required=True, help="maximum number of tuples in a result")
     parser.add_argument("--window-seconds", type=float, default=None, help="sliding window W (default: none)")
     parser.add_argument("--engine", choices=ENGINES, default="dynamic")
     parser.add_argument("--static-prefix", type=int, default=0, metavar="N",
                         help="static-dynamic: the first N ops are the window the query starts on")
+    parser.add_argument("--predicate", action="append", default=[], metavar='"Rel.attr OP value"',
+                        help="selection predicate on one relation (repeatable; a conjunction)")
     parser.add_argument("--ops", required=True, help="NDJSON op stream ('-' for stdin)")
     parser.add_argument("--out", default="-", help="events NDJSON file (default: stdout)")
     parser.add_argument("--rejects", default=None, help="file for rejected ops (default: stderr)")
 
 
-def _numbered_ops(stream: IO[str]) -> Iterator[tuple[int, int, str]]:
+def parse_predicate_option(text: str, schema: Schema) -> Predicate:
+    """``"Product.price >= 40"`` -> a checked :class:`Predicate` (raises ``PredicateError``)."""
+    parts = text.strip().split(None, 2)
+    if len(parts) != 3 or "." not in parts[0]:
+        raise PredicateError(f"predicate {text!r}: expected 'Relation.attribute OP value'")
+    relation, _, attribute = parts[0].partition(".")
+    if relation not in schema.relations:
+        raise PredicateError(f"predicate {text!r}: unknown relation {relation!r}")
+    try:
+        value: Any = json.loads(parts[2])
+    except json.JSONDecodeError:
+        value = parts[2]
+    doc = {"relation": relation, "attribute": attribute, "op": parts[1], "value": value}
+    rel = schema.relations[relation]
+    return parse_predicate(doc, rel.attributes, relation, f"predicate {text!r}")
+
+
+def numbered_ops(stream: IO[str]) -> Iterator[tuple[int, int, str]]:
     """``(seq, line number, text)`` of every non-blank line."""
     seq = 0
     for lineno, line in enumerate(stream, 1):
@@ -58,26 +88,37 @@ def _numbered_ops(stream: IO[str]) -> Iterator[tuple[int, int, str]]:
             seq += 1
 
 
-def _event(seq: int, change: Change) -> str:
-    return json.dumps({"seq": seq, "type": change.type, **change.result.to_json()})
+def event_line(seq: int, kind: str, result: Result) -> str:
+    """One event of the ``run`` output: ``{"seq", "type", "tuples", "edges"}``."""
+    return json.dumps({"seq": seq, "type": kind, **result.to_json()})
 
 
 def main(args: argparse.Namespace) -> int:
+    engine: KeywordEngine | SelectedQuery
     try:
         schema = load_schema(args.schema)
-        engine = KeywordEngine(schema, args.keywords, args.tmax, args.window_seconds, args.engine)
+        predicates = [parse_predicate_option(text, schema) for text in args.predicate]
+        if predicates:
+            keywords = parse_keywords(args.keywords) if args.keywords.split() else ()
+            engine = SelectedQuery(schema, keywords, args.tmax, args.window_seconds, predicates, args.engine)
+        else:
+            engine = KeywordEngine(schema, args.keywords, args.tmax, args.window_seconds, args.engine)
     except (SchemaError, KeywordError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.static_prefix < 0 or (args.static_prefix and args.engine != "static-dynamic"):
         print("error: --static-prefix N (N >= 0) goes with --engine static-dynamic", file=sys.stderr)
         return 2
+    if args.static_prefix and predicates:
+        print("error: --static-prefix does not go with --predicate", file=sys.stderr)
+        return 2
     ops_in = sys.stdin if args.ops == "-" else open(args.ops, encoding="utf-8")
     out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
     rejects = sys.stderr if args.rejects is None else open(args.rejects, "w", encoding="utf-8")
     try:
-        numbered = _numbered_ops(ops_in)
+        numbered = numbered_ops(ops_in)
         if args.static_prefix:
+            assert isinstance(engine, KeywordEngine)
             prefix: list[tuple[int, Op]] = []
             last = -1
             for seq, lineno, line in itertools.islice(numbered, args.static_prefix):
@@ -89,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
             engine.load([op for _, op in prefix],
                         on_reject=lambda i, _op, reason: rejects.write(f"line {prefix[i][0]}: {reason}\n"))
             for result in engine.snapshot():
-                out.write(_event(last, Change("add", result)) + "\n")
+                out.write(event_line(last, "add", result) + "\n")
         for seq, lineno, line in numbered:
             try:
                 changes = engine.apply(parse_op(line, schema))
@@ -97,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
                 rejects.write(f"line {lineno}: {exc}\n")
                 continue
             for change in changes:
-                out.write(_event(seq, change) + "\n")
+                out.write(event_line(seq, change.type, change.result) + "\n")
     finally:
         for fh in (ops_in, out, rejects):
             if fh not in (sys.stdin, sys.stdout, sys.stderr):

@@ -16,11 +16,19 @@ children of ``v`` whose sub-relation is empty: ``missing > 0`` is the paper's
 Slist (suspended: skipped without looking at the tuple), ``missing == 0``
 with ``S[v]`` empty is Wlist and with ``S[v]`` non-empty Rlist. A keyword-free
 tuple whose neighbours sit in no node costs a few dict lookups.
+
+Shared by several keyword sets (``streaming.sharing``), the evaluator reads a
+stream-wide store: tuple masks are over the stream's vocabulary (the plan's
+``keyword_bits`` select this lattice's keywords), ``admits`` hides the tuples
+outside the class's window and selection from the joins, and ``class_bit``
+is set in :attr:`~streaming.window.LiveTuple.classes` of every tuple sitting
+in at least one node (so the stream routes ops only to classes a neighbour
+sits in); ``on_join`` hears of each tuple's first node.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..window import LiveStore, LiveTuple
 from .plan import LatticePlan
@@ -32,9 +40,15 @@ __all__ = ["DynamicEvaluator"]
 class DynamicEvaluator:
     """Sub-relations of every lattice node plus the live results, updated op by op."""
 
-    def __init__(self, plan: LatticePlan, store: LiveStore):
+    def __init__(self, plan: LatticePlan, store: LiveStore,
+                 admits: Callable[[str, LiveTuple], bool] | None = None, class_bit: int = 0,
+                 on_join: Callable[[str, Any, LiveTuple], None] | None = None):
         self.plan = plan
         self.store = store
+        self.kb = plan.keyword_bits
+        self.admits = admits
+        self.class_bit = class_bit
+        self.on_join = on_join
         n = plan.size
         self.sub: list[set] = [set() for _ in range(n)]
         # index[v][fk][value] = keys in S[v] whose column of fk equals value
@@ -45,9 +59,9 @@ class DynamicEvaluator:
         self._added: list[Result] = []
         rows, referencing, member = store.rows, store.referencing, self.member
         # per node: the groups of plan.up_joins bound to the store's dicts
-        # (parent rows, index of parent tuples by the FK value or None, column, by_mask)
-        self._ups: list[tuple[tuple[dict, dict | None, str, dict], ...]] = [
-            tuple((rows[prel], referencing[(prel, fk)] if holds else None, column, by_mask)
+        # (parent relation, parent rows, index of parent tuples by the FK value or None, column, by_mask)
+        self._ups: list[tuple[tuple[str, dict, dict | None, str, dict], ...]] = [
+            tuple((prel, rows[prel], referencing[(prel, fk)] if holds else None, column, by_mask)
                   for (prel, holds, fk), (column, by_mask) in plan.up_joins[c].items())
             for c in range(n)
         ]
@@ -74,6 +88,9 @@ class DynamicEvaluator:
         nodes = self.member[plan.rel[v]].get(key)
         if nodes is None:
             self.member[plan.rel[v]][key] = {v}
+            row.classes |= self.class_bit
+            if self.on_join is not None:
+                self.on_join(plan.rel[v], key, row)
         else:
             nodes.add(v)
         index = self.index[v]
@@ -100,6 +117,7 @@ class DynamicEvaluator:
         nodes.discard(v)
         if not nodes:
             del members[key]
+            row.classes &= ~self.class_bit
         index = self.index[v]
         if index:
             columns = plan.fk_column_of[plan.rel[v]]
@@ -128,7 +146,7 @@ class DynamicEvaluator:
         """Evaluate a tuple just added to the store; return the new results."""
         plan = self.plan
         self._added = added = []
-        label = (relation, row.mask)
+        label = (relation, row.mask & self.kb)
         leaves = plan.leaves.get(label)
         if leaves:
             for v in leaves:
@@ -148,7 +166,7 @@ class DynamicEvaluator:
 
     def _candidates(self, relation: str, key: Any, row: LiveTuple) -> list[int]:
         """Inner nodes of the tuple's label with a neighbour of the tuple in one of their children."""
-        up_joins, mask = self.plan.up_joins, row.mask
+        up_joins, mask = self.plan.up_joins, row.mask & self.kb
         found: dict[int, None] = {}
         values = row.values
         for column, members, join in self._out_probes[relation]:
@@ -178,8 +196,8 @@ class DynamicEvaluator:
         """``key`` is in ``S[c]`` and new results through it may exist: go up (Alg. 5 lines 19-28)."""
         if self.plan.is_root[c]:
             self._eval_path(c, key, row, path)
-        sub, missing = self.sub, self.missing
-        for prows, index, column, by_mask in self._ups[c]:
+        sub, missing, kb, admits = self.sub, self.missing, self.kb, self.admits
+        for prel, prows, index, column, by_mask in self._ups[c]:
             if index is not None:
                 parents = index.get(key)
                 if not parents:
@@ -191,8 +209,8 @@ class DynamicEvaluator:
                 parents = (pk,)
             for pk in parents:
                 prow = prows[pk]
-                targets = by_mask.get(prow.mask)
-                if not targets:
+                targets = by_mask.get(prow.mask & kb)
+                if not targets or (admits is not None and not admits(prel, prow)):
                     continue
                 for v, ei in targets:
                     if pk not in sub[v]:
@@ -256,15 +274,15 @@ class DynamicEvaluator:
     def _drop(self, c: int, key: Any, row: LiveTuple) -> None:
         """Remove ``key`` from ``S[c]`` and every parent tuple that loses its only support (Alg. 5 delete)."""
         self._leave(c, key, row)
-        plan, sub = self.plan, self.sub
-        for prows, index, column, by_mask in self._ups[c]:
+        plan, sub, kb = self.plan, self.sub, self.kb
+        for _, prows, index, column, by_mask in self._ups[c]:
             if index is not None:
                 # parents hold the FK: this tuple was their only partner (keys are unique)
                 parents = index.get(key)
                 if not parents:
                     continue
                 for pk in list(parents):
-                    for v, _ in by_mask.get(prows[pk].mask, ()):
+                    for v, _ in by_mask.get(prows[pk].mask & kb, ()):
                         if pk in sub[v]:
                             self._drop(v, pk, prows[pk])
             else:
@@ -272,7 +290,7 @@ class DynamicEvaluator:
                 pk = row.values[column]
                 if pk is None or pk not in prows:
                     continue
-                for v, ei in by_mask.get(prows[pk].mask, ()):
+                for v, ei in by_mask.get(prows[pk].mask & kb, ()):
                     if pk in sub[v] and pk not in self.index[c][plan.kids[v][ei][2]]:
                         self._drop(v, pk, prows[pk])
 

@@ -9,7 +9,7 @@ child tuple finds the parent nodes that can use a neighbour with one lookup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..schema import Schema
 
@@ -33,16 +33,25 @@ class LatticePlan:
       (``parent_holds`` false), for which the evaluator keeps a value index.
     * ``inner_labels``: labels ``(relation, mask)`` of nodes with children.
     * ``order``: node ids, children before parents.
+
+    Masks are the lattice's (bit ``i`` = keyword ``i`` of the query) unless
+    ``bits`` is given: then keyword ``i`` is bit ``bits[i]`` of a wider
+    vocabulary (a stream's, shared by several keyword sets), every mask in
+    the tables is in that space, and an evaluator reads a tuple's label as
+    ``tuple mask & keyword_bits``.
     """
 
-    def __init__(self, lattice: Any, schema: Schema):
+    def __init__(self, lattice: Any, schema: Schema, bits: Sequence[int] | None = None):
         self.lattice = lattice
         self.schema = schema
         nodes = lattice.nodes
         n = len(nodes)
         self.size = n
         self.rel = [nd.relation for nd in nodes]
-        self.mask = [nd.mask for nd in nodes]
+        self.mask = [nd.mask if bits is None else _spread(nd.mask, bits) for nd in nodes]
+        self.keyword_bits = 0  # the roots hold every keyword
+        for mask in self.mask:
+            self.keyword_bits |= mask
         self.is_root = [bool(nd.is_root) for nd in nodes]
         self.node_size = [nd.size for nd in nodes]
         self.kids: list[tuple[tuple[int, bool, str, str], ...]] = []
@@ -61,12 +70,12 @@ class LatticePlan:
                 kids.append((c, edge.parent_holds, edge.fk, column))
                 self.ups[c].append((v, ei, edge.parent_holds, edge.fk, column))
                 group = self.up_joins[c].setdefault((nd.relation, edge.parent_holds, edge.fk), (column, {}))
-                group[1].setdefault(nd.mask, []).append((v, ei))
+                group[1].setdefault(self.mask[v], []).append((v, ei))
                 if not edge.parent_holds:
                     self.indexed_fks[c].add(edge.fk)
             self.kids.append(tuple(kids))
             if not kids:
-                self.leaves.setdefault((nd.relation, nd.mask), []).append(v)
+                self.leaves.setdefault((nd.relation, self.mask[v]), []).append(v)
         self.inner_labels = {(self.rel[v], self.mask[v]) for v in range(n) if self.kids[v]}
         self.order = sorted(range(n), key=lambda v: self.node_size[v])
         self.roots = [v for v in range(n) if self.is_root[v]]
@@ -92,3 +101,12 @@ class LatticePlan:
 
     def label(self, v: int) -> str:
         return f"{self.rel[v]}{{{self.mask[v]}}}"
+
+
+def _spread(mask: int, bits: Sequence[int]) -> int:
+    """Move bit ``i`` of ``mask`` to bit ``bits[i]``."""
+    out = 0
+    for i, b in enumerate(bits):
+        if mask >> i & 1:
+            out |= 1 << b
+    return out

@@ -24,12 +24,13 @@ def evaluate_static(evaluator: DynamicEvaluator) -> list[Result]:
     """Fill an empty evaluator from the tuples of its store; return the results found."""
     if any(evaluator.sub) or len(evaluator.results):
         raise RuntimeError("static evaluation needs an evaluator that has seen no tuple")
-    plan, store = evaluator.plan, evaluator.store
+    plan, store, kb, admits = evaluator.plan, evaluator.store, evaluator.kb, evaluator.admits
     by_label: dict[tuple[str, int], list[tuple[Any, Any]]] = {}
     for relation, rows in store.rows.items():
         for key, row in rows.items():
-            if row.mask:
-                by_label.setdefault((relation, row.mask), []).append((key, row))
+            mask = row.mask & kb
+            if mask and (admits is None or admits(relation, row)):
+                by_label.setdefault((relation, mask), []).append((key, row))
     rows_of, referencing, sub = store.rows, store.referencing, evaluator.sub
     for v in plan.order:
         if evaluator.missing[v]:
@@ -50,7 +51,8 @@ def evaluate_static(evaluator: DynamicEvaluator) -> list[Result]:
             candidates = {crows[ck].values[column] for ck in sub[c]}
         for key in candidates:
             row = rows.get(key)
-            if row is not None and row.mask == mask and evaluator._supported(v, key, row):
+            if (row is not None and row.mask & kb == mask and (admits is None or admits(relation, row))
+                    and evaluator._supported(v, key, row)):
                 evaluator._enter(v, key, row)
     found: list[Result] = []
     rows = store.rows

@@ -79,7 +79,7 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
     plan = evaluator.plan
     if plan is None:
         raise RuntimeError("the evaluator has no plan")
-    parser = make_parser(plan["stream"]["schema"], sorted(evaluator.keywords), evaluator.selection_plan())
+    parser = make_parser(plan.stream.schema_, sorted(evaluator.keywords), evaluator.selection_plan())
 
     def parse_only(frame: DataFrame, _batch_id: int) -> None:
         collect_ops(frame.mapInArrow(parser, PARSED_SCHEMA).toArrow())
@@ -142,7 +142,7 @@ class BatchHandler:
             plan = evaluator.plan
             assert plan is not None
             version = evaluator.plan_version
-            parser = make_parser(plan["stream"]["schema"], sorted(evaluator.keywords), evaluator.selection_plan())
+            parser = make_parser(plan.stream.schema_, sorted(evaluator.keywords), evaluator.selection_plan())
         started = time.perf_counter()
         table = frame.mapInArrow(parser, PARSED_SCHEMA).toArrow()
         rows, selection_stats = collect_ops(table)
@@ -165,7 +165,7 @@ def start_query(
     plan = evaluator.plan
     if plan is None:
         raise RuntimeError("the evaluator has no plan")
-    frame = source_frame(spark, plan["stream"]["source"], redis_url, max_rows)
+    frame = source_frame(spark, plan.stream.source, redis_url, max_rows)
     writer = (
         frame.writeStream.foreachBatch(BatchHandler(evaluator))
         .option("checkpointLocation", str(Path(checkpoint_dir) / "query"))

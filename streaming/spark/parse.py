@@ -3,9 +3,9 @@
 :func:`make_parser` returns the function given to ``DataFrame.mapInArrow``: it
 turns the ``value`` column (stored op lines) into one row per line with the
 seq, the validated op (key and values as JSON text), the reject reason, the
-group keywords the tuple contains and, for relations with predicates, the ids
-of the queries the tuple satisfies (attribute selection constructs, vectorised
-over the partition's inserts). Each such relation also yields one statistics
+group keywords the tuple contains and, for relations with predicates, the
+bitmap of the queries the tuple satisfies (attribute selection constructs,
+vectorised over the partition's inserts; little-endian bytes). Each such relation also yields one statistics
 row (``kind = "asc-stats"``) for the driver's dropping monitor.
 :func:`collect_ops` turns the collected Arrow table back into
 :class:`~streaming.evaluator.ParsedOp` (and the statistics) on the driver.
@@ -39,7 +39,7 @@ def _dumps(value: Any) -> str:
 
 PARSED_SCHEMA = (
     "seq long, line string, kind string, relation string, key string, "
-    "tuple string, ts double, reason string, hits array<string>, queries array<long>"
+    "tuple string, ts double, reason string, hits array<string>, queries binary"
 )
 
 PARSED_ARROW = pa.schema(
@@ -53,7 +53,7 @@ PARSED_ARROW = pa.schema(
         ("ts", pa.float64()),
         ("reason", pa.string()),
         ("hits", pa.list_(pa.string())),
-        ("queries", pa.list_(pa.int64())),
+        ("queries", pa.binary()),
     ]
 )
 
@@ -91,9 +91,9 @@ def make_parser(schema_doc: dict[str, Any], keywords: list[str], selection: dict
                 cols["hits"].append(list(p.hits))
                 cols["queries"].append(None)
             for relation, rows in selected.items():
-                ids, stats = runner.run(relation, [values for _, values in rows])
-                for (i, _), queries in zip(rows, ids):
-                    cols["queries"][i] = queries
+                bitmaps, stats = runner.run(relation, [values for _, values in rows])
+                for (i, _), bitmap in zip(rows, bitmaps):
+                    cols["queries"][i] = bitmap.to_bytes((bitmap.bit_length() + 7) // 8, "little")
                 for name in PARSED_ARROW.names:
                     cols[name].append(None)
                 cols["kind"][-1], cols["relation"][-1], cols["tuple"][-1] = STATS_KIND, relation, dumps(stats)
@@ -118,5 +118,5 @@ def collect_ops(table: pa.Table) -> tuple[list[ParsedOp], list[tuple[str, dict[s
         if kind is not None:
             op = Op(kind, relation, loads(key), loads(values) if values is not None else None, ts)
         out.append(ParsedOp(seq, line, op, reason, tuple(hits) if hits else (),
-                            tuple(queries) if queries is not None else None))
+                            int.from_bytes(queries, "little") if queries is not None else None))
     return out, stats

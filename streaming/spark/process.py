@@ -39,7 +39,7 @@ class EvaluatorProcess:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.client = bus.connect(args.redis_url, retry_seconds=REDIS_PATIENCE_SECONDS)
-        self.evaluator = GroupEvaluator(self.client, args.evaluator, engine=args.engine, asc_sequence=args.asc_sequence,
+        self.evaluator = GroupEvaluator(self.client, args.evaluator, sharing=args.sharing, asc_sequence=args.asc_sequence,
                                         asc_period=args.asc_period, asc_mu=args.asc_mu)
         self.stopping = threading.Event()
         self.status = "starting"
@@ -152,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-dir", required=True, help="Spark checkpoint directory of this evaluator")
     parser.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
     parser.add_argument(
-        "--engine", default="static-dynamic", choices=["static-dynamic", "dynamic", "mesh"],
-        help="static-dynamic (default): joining queries start with CNEvalStatic, then CNEvalDynamic",
+        "--sharing", default="widen", choices=["widen", "match"],
+        help="widen (default): one class per keyword set; match: share only where a class serves a query unchanged",
     )
     parser.add_argument("--asc-sequence", default="hybrid", choices=["hybrid", "macro"],
                         help="ASC evaluation sequence for selection predicates")

@@ -129,7 +129,7 @@ def test_changes_equal_the_engine_per_seq_and_bad_ops_are_dead_letters(redis_cli
     assert live == expected_live == {r.key for r in bus.read_snapshot(redis_client, 5)[1]}
     dead = stream_events(redis_client, DeadLetter)
     assert [(d.seq, d.reason.split(":")[0]) for d in dead] == [
-        (13, "insert of live key 4 of Order"), (14, "delete of missing key 99 of Order"), (15, "unknown relation 'Shipment'")]
+        (13, "insert of Order 4"), (14, "delete of Order 99"), (15, "unknown relation 'Shipment'")]
     metrics = stream_events(redis_client, BatchMetrics)
     assert [m.input_rows for m in metrics] == [7, 7, 7, 7, 1]
     assert sum(m.dead_letters for m in metrics) == 3
@@ -248,7 +248,7 @@ def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
     ev.apply_batch(0, parsed(redis_client, bad))
     reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
     assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
-    assert ev.store and ev.applied_seq == 1
+    assert ev.lines and ev.applied_seq == 1
 
 
 def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):
@@ -272,8 +272,8 @@ def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(red
     assert published(redis_client, 8) == reference(OPS, keep=keep)
     keep_cheap = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] < 20
     assert published(redis_client, 9) == reference(OPS, keywords=("hat",), tmax=2, keep=keep_cheap)
-    # prices 40, 15, 55, 70, 30, 20: the last two satisfy neither query and reach no engine
-    assert selected == [(8,), (9,), (8,), (8,), (), ()]
+    # prices 40, 15, 55, 70, 30, 20: bit 0 is query 8, bit 1 query 9; the last two satisfy neither
+    assert selected == [0b01, 0b10, 0b01, 0b01, 0, 0]
     assert sum(m.state["stream"]["dropped_by_selection"] for m in stream_events(redis_client, BatchMetrics)) == 2
     ratios = stream_events(redis_client, DroppingRatio)
     assert [(r.relation, r.tuples, r.dropped) for r in ratios] == [("Product", 4, 0)]  # the first period of 3+ tuples
@@ -352,9 +352,9 @@ def test_filter_subscriptions_next_to_a_keyword_query(redis_client):
     assert all(r.edges == [] for r in views)
     state = metrics.state["7"]
     assert state["engine"] == "filter" and state["live_results"] == 3
-    # only the relations it filters reach a filter subscription's engine
-    assert state["live_tuples"] == {"Customer": 0, "Product": 3, "Order": 0, "Group": 0}
-    assert metrics.state["8"]["relations"] == ["Customer", "Product"]
+    # the two filter subscriptions share one class, the keyword query has its own
+    assert state["class"] == metrics.state["8"]["class"] != metrics.state["5"]["class"]
+    assert state["class_members"] == 2 and metrics.state["stream"]["classes"] == 2
     # a restart rebuilds the same live sets without publishing any change
     restarted = GroupEvaluator(redis_client, 1)
     restarted.start()
@@ -376,7 +376,7 @@ def test_executor_selection_routes_filter_subscriptions(redis_client):
         ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
     assert published(redis_client, 5) == reference(OPS)
     assert published(redis_client, 7) == filter_reference(OPS, expensive)
-    assert ev.queries[7].engine.store.counts() == {"Customer": 0, "Product": 3, "Order": 0, "Group": 0}
+    assert [r.tuples for r in ev.engine.results(7)] == [(("Product", 1),), (("Product", 3),), (("Product", 4),)]
 
 
 def test_a_query_with_neither_keywords_nor_predicates_is_reported(redis_client):

@@ -1,0 +1,562 @@
+"""The shared evaluation of a stream: every saved query of a plan over one store, one window, one parse.
+
+:class:`SharedEngine` is the state machine an evaluator (or ``run-plan``)
+drives with ``apply(op)``. Per stream it keeps one tuple store and one
+sliding window whose retention is the widest class window, classifies each
+inserted tuple once against the stream's vocabulary (a bitmask: one bit per
+keyword of any query) and once against every query's predicates (the query
+mask, :mod:`streaming.sharing.admission`). Queries are grouped into sharing
+classes (:mod:`streaming.sharing.matching`, mode ``match`` or ``widen``), each
+evaluated once (:mod:`streaming.sharing.classes`) and filtered per member
+(:mod:`streaming.sharing.delivery`); aggregate subscriptions share relaxed
+windows (:mod:`streaming.sharing.windows`).
+
+An op costs work only where it can matter: a tuple goes to the classes whose
+keywords it contains and to those where one of its neighbours (a tuple it
+references or that references it) sits in a lattice node (``LiveTuple.classes``);
+a delete or an expiry goes to the classes the tuple sits in; event-time work
+(a class or member window passing a tuple or result, a time window closing)
+waits on one timer heap. A keyword-free tuple whose neighbours sit nowhere
+costs the store and a few lookups, however many queries and classes there are.
+
+Stream rules are those of :class:`~streaming.engine.StreamEngine`, judged
+against the store, so with queries of different windows an op gets one
+verdict, against the widest window: re-inserting a key that left a narrow
+window but not the widest is rejected for every query (the one deliberate
+difference from running each query alone; see ``docs/sharing.md``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..engine import StreamEngine
+from ..evaluate.results import Result
+from ..keywords import tokens
+from ..lattice import Lattice
+from ..ops import Op, OpRejected
+from ..schema import Schema
+from ..window import SlidingWindow
+from .admission import Admission
+from .aggregates import AggregateClass
+from .classes import ClassRuntime, Clock, FilterClass, KeywordClass
+from .delivery import bits_of
+from .matching import (
+    AggregateClassProperties,
+    ClassProperties,
+    NarrowingRule,
+    aggregate_matches,
+    aggregate_merge,
+    matches,
+    merge,
+    narrow,
+    should_narrow,
+)
+from .properties import AggregateProperties, QueryProperties
+
+__all__ = ["SHARING_MODES", "SharedEngine"]
+
+SHARING_MODES = ("match", "widen")
+
+#: ``sink(query id, "add" | "remove", result)``
+QuerySink = Callable[[int, str, Result], None]
+#: ``sink(aggregate id, window end, value)``
+AggregateSink = Callable[[int, float, Any], None]
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+class SharedEngine(StreamEngine):
+    """All queries and aggregate subscriptions of one stream, evaluated with sharing.
+
+    Build it, call :meth:`set_plan` (again whenever the plan changes), then
+    :meth:`apply` ops in order. Changes go to ``sink`` and window values to
+    ``aggregate_sink`` as they happen, and ``forget`` hears of every tuple
+    that leaves the store (deleted or expired); :meth:`results` gives a
+    query's live set.
+    """
+
+    def __init__(self, schema: Schema, mode: str = "widen", sink: QuerySink = _ignore,
+                 aggregate_sink: AggregateSink = _ignore, forget: Callable[[str, Any], None] = _ignore,
+                 selection_kind: str = "hybrid",
+                 selection_period: int = 10_000, selection_mu: float = 0.1,
+                 narrowing: NarrowingRule = NarrowingRule()):
+        if mode not in SHARING_MODES:
+            raise ValueError(f"sharing mode must be one of {', '.join(SHARING_MODES)}, got {mode!r}")
+        super().__init__(schema, None)
+        self.evaluator = self
+        self.mode = mode
+        self.sink = sink
+        self.aggregate_sink = aggregate_sink
+        self.forget = forget
+        self.selection_args = (selection_kind, selection_period, selection_mu)
+        self.narrowing = narrowing
+        self.clock = Clock()
+        self.queries: dict[int, QueryProperties] = {}  # bit -> properties
+        self.bit_of: dict[int, int] = {}  # query id -> bit
+        self.class_of: dict[int, ClassRuntime] = {}  # query id -> class
+        self.classes: list[ClassRuntime | None] = []
+        self.vocabulary: dict[str, int] = {}
+        self._keyword_words: tuple[str, ...] = ()
+        self._keyword_classes: dict[int, int] = {}  # vocabulary bit -> class mask
+        self._route_by_mask: dict[int, int] = {}
+        self._filter_classes: dict[str, int] = {}
+        self.admission = Admission(schema, {})
+        self.aggregates: dict[int, AggregateProperties] = {}
+        self.aggregate_classes: list[AggregateClass] = []
+        self._aggregates_by_relation: dict[str, list[AggregateClass]] = {}
+        self._aggregates_by_query: dict[int, list[AggregateClass]] = {}
+        self._timers: list[tuple[float, int, tuple]] = []
+        self._tick = itertools.count()
+        self._lattices: dict[tuple[int, int], Lattice] = {}
+        self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
+        rows, referencing = self.store.rows, self.store.referencing
+        self._out_probes = {name: tuple((fk.column, rows[fk.target]) for fk in rel.foreign_keys)
+                            for name, rel in schema.relations.items()}
+        self._in_probes = {name: tuple((referencing[(fk.holder, fk.name)], rows[fk.holder])
+                                       for fk in schema.foreign_keys if fk.target == name)
+                           for name in schema.relations}
+        self.class_evaluations = 0
+
+    # -- the plan ----------------------------------------------------------------------
+
+    def set_plan(self, queries: Sequence[QueryProperties], aggregates: Sequence[AggregateProperties] = (),
+                 narrow_now: bool = False) -> set[int]:
+        """Adopt a new plan; returns the ids of queries whose live sets were rebuilt (not sent to the sink).
+
+        Queries keep their class while they stay unchanged; joining (or
+        changed) queries are placed in registration order by the sharing
+        mode; a class left by a member keeps its properties until
+        :func:`~streaming.sharing.matching.should_narrow` (or ``narrow_now``)
+        says to narrow it. A class whose properties change is rebuilt with
+        CNEvalStatic over the stored tuples of its view.
+        """
+        wanted = {q.id: q for q in queries}
+        if len(wanted) != len(queries):
+            raise ValueError("query ids must be unique")
+        old = {q.id: q for q in self.queries.values()}
+        leaving = [qid for qid in old if wanted.get(qid) != old[qid]]
+        joining = [q for q in queries if old.get(q.id) != q]
+        # every class as (properties, members); a touched class's member set or properties change
+        plans = {c.index: (c.props, dict(c.members)) for c in self.live_classes()}
+        touched: set[int] = set()
+        freed = set()
+        for qid in leaving:
+            index = self.class_of.pop(qid).index
+            bit = self.bit_of.pop(qid)
+            del self.queries[bit]
+            del plans[index][1][bit]
+            touched.add(index)
+            freed.add(bit)
+        for q in joining:
+            taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
+            bit = min(set(range(len(taken) + 1)) - taken)
+            self.bit_of[q.id] = bit
+            self.queries[bit] = q
+        self._set_vocabulary()
+        self.admission = Admission(self.schema, self.queries, *self.selection_args)
+        for relation, rows in self.store.rows.items():
+            for row in rows.values():
+                row.qmask = self.admission.qmask(relation, row.values, observe=False)
+        for q in joining:
+            touched.add(self._place(q, plans))
+        for index in sorted(touched):
+            props, members = plans[index]
+            current = self._class(index)
+            if current is None or not members:
+                continue
+            narrowed = narrow(list(members.values()))
+            if narrow_now or should_narrow(props, narrowed, current.delivery.produced,
+                                           current.delivery.undelivered, self.narrowing):
+                plans[index] = (narrowed, members)
+        if narrow_now:
+            for cls in self.live_classes():
+                members = plans[cls.index][1]
+                if members:
+                    plans[cls.index] = (narrow(list(members.values())), members)
+                    touched.add(cls.index)
+        retention = _retention(props for props, members in plans.values() if members)
+        if retention != self.window.seconds:
+            self._set_retention(retention)
+            touched = set(plans)
+        rebuilt: set[int] = {q.id for q in joining}
+        for index in sorted(touched):
+            props, members = plans[index]
+            current = self._class(index)
+            if not members:
+                if current is not None:
+                    current.detach()
+                    self.classes[index] = None
+                continue
+            if current is not None and current.props == props and current.retention == self.window.seconds:
+                current.set_members(members, self._deliver)
+            else:
+                if current is not None:
+                    current.detach()
+                current = self._new_class(index, props, members)
+                current.build()
+                rebuilt.update(q.id for q in members.values())
+            for q in members.values():
+                self.class_of[q.id] = current
+        self._set_routes()
+        self._set_aggregates(aggregates)
+        return rebuilt
+
+    def _class(self, index: int) -> ClassRuntime | None:
+        return self.classes[index] if index < len(self.classes) else None
+
+    def _place(self, q: QueryProperties, plans: dict[int, tuple[ClassProperties, dict[int, QueryProperties]]]) -> int:
+        """Put a joining query in the first class that serves it (or, widening, the class of its
+        keyword set); else in a new class. Returns the class index."""
+        bit = self.bit_of[q.id]
+        for index, (props, members) in sorted(plans.items()):
+            if matches(props, q):
+                members[bit] = q
+                return index
+            if self.mode == "widen" and props.keywords == q.keywords and props.output == q.output:
+                members[bit] = q
+                plans[index] = (merge(props, q), members)
+                return index
+        index = min(set(range(len(plans) + 1)) - set(plans))
+        plans[index] = (ClassProperties.of(q), {bit: q})
+        return index
+
+    def _new_class(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties]) -> ClassRuntime:
+        while len(self.classes) <= index:
+            self.classes.append(None)
+        common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver, self._schedule)
+        cls: ClassRuntime
+        if props.output == "results":
+            cls = KeywordClass(*common, schema=self.schema, vocabulary=self.vocabulary, lattices=self.lattice)
+        else:
+            cls = FilterClass(*common)
+        self.classes[index] = cls
+        return cls
+
+    def lattice(self, m: int, tmax: int) -> Lattice:
+        """The CN lattice of ``m`` keywords and ``tmax`` on this schema (built once)."""
+        key = (m, tmax)
+        lattice = self._lattices.get(key)
+        if lattice is None:
+            lattice = self._lattices[key] = Lattice.build(self.schema, m, tmax)
+        return lattice
+
+    def live_classes(self) -> list[ClassRuntime]:
+        return [c for c in self.classes if c is not None]
+
+    def _set_vocabulary(self) -> None:
+        """Keep each keyword's bit while some query has it; new keywords take free bits; reclassify."""
+        words = {k for q in self.queries.values() for k in q.keywords}
+        vocabulary = {k: b for k, b in self.vocabulary.items() if k in words}
+        for word in sorted(words - set(vocabulary)):
+            vocabulary[word] = min(set(range(len(vocabulary) + 1)) - set(vocabulary.values()))
+        if vocabulary == self.vocabulary:
+            return
+        self.vocabulary = vocabulary
+        self._keyword_words = tuple(vocabulary)
+        for relation, rows in self.store.rows.items():
+            for row in rows.values():
+                row.mask = self._classify(relation, row.values)
+
+    def _set_retention(self, seconds: float | None) -> None:
+        """A new widest window: re-queue the stored tuples and let the ones now too old expire."""
+        self.window = SlidingWindow(seconds)
+        stored = sorted(((row.ts, row.serial, relation, key, row) for relation, rows in self.store.rows.items()
+                         for key, row in rows.items()), key=lambda item: (item[0], item[1]))
+        for _, _, relation, key, row in stored:
+            self.window.push(relation, key, row)
+        if self.last_ts is not None and self.window.pending(self.last_ts):
+            self._expire(self.last_ts)
+
+    def _set_routes(self) -> None:
+        self._keyword_classes = {}
+        self._filter_classes = {}
+        for cls in self.live_classes():
+            for word in cls.props.keywords:
+                bit = self.vocabulary[word]
+                self._keyword_classes[bit] = self._keyword_classes.get(bit, 0) | cls.bit
+            if cls.props.output == "tuples":
+                for relation in cls.props.relations:
+                    self._filter_classes[relation] = self._filter_classes.get(relation, 0) | cls.bit
+        self._route_by_mask = {}
+
+    def _set_aggregates(self, subs: Sequence[AggregateProperties]) -> None:
+        """Group the aggregate subscriptions into shared windows; unchanged groups keep their state."""
+        groups: list[tuple[AggregateClassProperties, list[AggregateProperties]]] = []
+        for s in subs:
+            for i, (props, members) in enumerate(groups):
+                if aggregate_matches(props, s):
+                    members.append(s)
+                    break
+                if self.mode == "widen" and props.share_key == s.share_key:
+                    groups[i] = (aggregate_merge(props, s), members + [s])
+                    break
+            else:
+                groups.append((AggregateClassProperties.of(s), [s]))
+        current = {(c.props, tuple(m.id for m in c.members)): c for c in self.aggregate_classes}
+        classes = []
+        for props, members in groups:
+            cls = current.pop((props, tuple(m.id for m in members)), None)
+            if cls is not None and cls.members != members:
+                cls.alive = False
+                cls = None
+            if cls is None:
+                cls = AggregateClass(props, members, self.aggregate_sink)
+                if self.last_ts is not None:
+                    self._arm(cls, cls.start(self.last_ts))
+            classes.append(cls)
+        for cls in current.values():
+            cls.alive = False
+        self.aggregates = {s.id: s for s in subs}
+        self.aggregate_classes = classes
+        self._aggregates_by_relation = {}
+        self._aggregates_by_query = {}
+        for cls in classes:
+            if cls.source_relation is not None:
+                self._aggregates_by_relation.setdefault(cls.source_relation, []).append(cls)
+            else:
+                assert cls.source_query is not None
+                self._aggregates_by_query.setdefault(cls.source_query, []).append(cls)
+
+    # -- ops ---------------------------------------------------------------------------
+
+    def _classify(self, relation: str, values: dict) -> int:
+        """The tuple's keywords as bits of the stream's vocabulary (a substring test skips most text)."""
+        mask = 0
+        words = self._keyword_words
+        if not words:
+            return 0
+        vocabulary = self.vocabulary
+        for attr in self._searchable[relation]:
+            value = values.get(attr)
+            if value.__class__ is str:
+                low = value.casefold()
+                for word in words:
+                    if word in low:
+                        for token in tokens(low):
+                            bit = vocabulary.get(token)
+                            if bit is not None:
+                                mask |= 1 << bit
+                        break
+        return mask
+
+    def apply(self, op: Op, qmask: int | None = None,  # type: ignore[override]
+              hits: Iterable[str] | None = None) -> list:
+        """Apply one op (changes go to the sinks).
+
+        ``qmask`` is the global-result bitmap and ``hits`` the keywords of
+        the stream's vocabulary the tuple contains, when the executors
+        computed them with the current plan (else they are computed here).
+
+        Raises :class:`~streaming.ops.OpRejected` and changes nothing for an
+        op the stream rules reject.
+        """
+        relation, key, ts = op.relation, op.key, op.ts
+        rows = self.store.rows.get(relation)
+        row = None if rows is None else rows.get(key)
+        insert = op.kind == "insert"
+        if (rows is None or (self.last_ts is not None and ts < self.last_ts)
+                or (not insert and op.kind != "delete")
+                or insert == (row is not None and not self.window.expires_by(row, ts))):
+            self.rejected += 1
+            self.check(op)
+            raise AssertionError(f"check() accepted an op apply() rejects: {op}")
+        self.clock.now = ts
+        if self.last_ts is None:
+            for cls in self.aggregate_classes:
+                self._arm(cls, cls.start(ts))
+        if self.window.pending(ts):
+            self._expire(ts)
+        if self._timers and self._timers[0][0] <= ts:
+            self._fire(ts)
+        if insert:
+            values = op.values
+            assert values is not None
+            q = (self.admission.qmask(relation, values) if qmask is None
+                 else self.admission.from_bitmap(relation, qmask))
+            if hits is None:
+                mask = self._classify(relation, values)
+            else:
+                mask = 0
+                for word in hits:
+                    mask |= 1 << self.vocabulary[word]
+            row = self.store.add(relation, key, values, mask, ts, q)
+            self.window.push(relation, key, row)
+            self._route_insert(relation, key, row)
+            for agg in self._aggregates_by_relation.get(relation, ()):
+                self._arm(agg, agg.offer(ts, values))
+        else:
+            self._delete(relation, key)
+        self.last_ts = ts
+        self.applied += 1
+        return []
+
+    def advance(self, ts: float) -> list:
+        """Let event time reach ``ts`` with no op (windows expire, timers fire)."""
+        if self.last_ts is not None and ts < self.last_ts:
+            raise OpRejected(f"late time: {ts:g} is before the last accepted ts {self.last_ts:g}")
+        self.clock.now = ts
+        if self.window.pending(ts):
+            self._expire(ts)
+        if self._timers and self._timers[0][0] <= ts:
+            self._fire(ts)
+        self.last_ts = ts
+        return []
+
+    def _route_insert(self, relation: str, key: Any, row: Any) -> None:
+        mask = row.mask
+        route = 0
+        if mask:
+            route = self._route_by_mask.get(mask, -1)
+            if route < 0:
+                route = 0
+                for bit in bits_of(mask):
+                    route |= self._keyword_classes.get(bit, 0)
+                self._route_by_mask[mask] = route
+        values = row.values
+        for column, targets in self._out_probes[relation]:
+            value = values[column]
+            if value is not None:
+                target = targets.get(value)
+                if target is not None:
+                    route |= target.classes
+        for index, holders in self._in_probes[relation]:
+            keys = index.get(key)
+            if keys:
+                for k in keys:
+                    route |= holders[k].classes
+        route |= self._filter_classes.get(relation, 0)
+        classes = self.classes
+        for ci in bits_of(route):
+            cls = classes[ci]
+            if cls is not None and cls.admits_new(relation, row):
+                self.class_evaluations += 1
+                cls.insert(relation, key, row)
+
+    def _delete(self, relation: str, key: Any) -> list:
+        row = self.store.rows[relation][key]
+        classes = self.classes
+        for ci in bits_of(row.classes):
+            cls = classes[ci]
+            if cls is not None:
+                self.class_evaluations += 1
+                cls.delete(relation, key, row)
+        self.store.remove(relation, key)
+        self.forget(relation, key)
+        return []
+
+    def restore(self, ops: Iterable[Op], clock: float | None) -> None:
+        """Take back stored tuples (inserts, in event-time order) with no evaluation, then evaluate
+        every class at once (CNEvalStatic); ``clock`` is the stream time the evaluator had reached.
+
+        For a restarted evaluator: the plan is set, nothing applied yet.
+        """
+        if self.applied or len(self.store):
+            raise RuntimeError("restore() starts an engine: it must come before any op")
+        store, window = self.store, self.window
+        for op in ops:
+            assert op.values is not None
+            for relation, key in list(window.due(op.ts, store)):
+                store.remove(relation, key)
+                self.forget(relation, key)
+            row = store.add(op.relation, op.key, op.values, self._classify(op.relation, op.values), op.ts,
+                            self.admission.qmask(op.relation, op.values, observe=False))
+            window.push(op.relation, op.key, row)
+            self.last_ts = op.ts
+        if clock is not None:
+            self.last_ts = clock if self.last_ts is None else max(self.last_ts, clock)
+            for relation, key in list(window.due(self.last_ts, store)):
+                store.remove(relation, key)
+                self.forget(relation, key)
+        if self.last_ts is not None:
+            self.clock.now = self.last_ts
+        for cls in self.live_classes():
+            cls.detach()
+            rebuilt = self._new_class(cls.index, cls.props, cls.members)
+            rebuilt.build()
+            for q in rebuilt.members.values():
+                self.class_of[q.id] = rebuilt
+
+    # -- event-time work -----------------------------------------------------------------
+
+    def _schedule(self, due: float, payload: tuple) -> None:
+        heapq.heappush(self._timers, (due, next(self._tick), payload))
+
+    def _arm(self, agg: AggregateClass, due: float | None) -> None:
+        """Wake ``agg`` when its next time window closes (one pending wake-up at a time)."""
+        if due is not None and due != agg.pending:
+            agg.pending = due
+            self._schedule(due, ("aggregate", agg, due))
+
+    def _fire(self, now: float) -> None:
+        timers, rows = self._timers, self.store.rows
+        while timers and timers[0][0] <= now:
+            payload = heapq.heappop(timers)[2]
+            kind = payload[0]
+            if kind == "expire":
+                _, cls, relation, key, serial = payload
+                row = rows[relation].get(key)
+                if cls.alive and row is not None and row.serial == serial:
+                    cls.expire(relation, key, row)
+            elif kind == "window":
+                _, cls, generation, window, result = payload
+                if cls.alive and cls.generation == generation:
+                    cls.delivery.expire_window(window, result)
+            else:
+                _, agg, due = payload
+                if agg.alive and agg.pending == due:
+                    agg.pending = None
+                    self._arm(agg, agg.close(now))
+
+    # -- output ------------------------------------------------------------------------
+
+    def _deliver(self, bit: int, kind: str, result: Result) -> None:
+        query = self.queries.get(bit)
+        if query is None:  # a query that left, while its class waits to be rebuilt
+            return
+        qid = query.id
+        self.sink(qid, kind, result)
+        if kind == "add":
+            aggs = self._aggregates_by_query.get(qid)
+            if aggs:
+                rows, now = self.store.rows, self.clock.now
+                for agg in aggs:
+                    self._arm(agg, agg.offer_result(now, result, rows))
+
+    def results(self, query_id: int) -> list[Result]:
+        """The live results of one query, sorted."""
+        cls = self.class_of[query_id]
+        return cls.delivery.results_of(self.bit_of[query_id])
+
+    def snapshot(self) -> list[Result]:
+        raise TypeError("a shared engine has a live set per query: use results(query_id)")
+
+    def stats(self) -> dict[str, Any]:
+        classes = self.live_classes()
+        return {
+            "sharing": self.mode,
+            "queries": len(self.queries),
+            "classes": len(classes),
+            "lattices": sum(1 for c in classes if isinstance(c, KeywordClass)),
+            "store_tuples": len(self.store),
+            "window_seconds": self.window.seconds,
+            "vocabulary": len(self.vocabulary),
+            "ops_applied": self.applied,
+            "ops_rejected": self.rejected,
+            "class_evaluations": self.class_evaluations,
+            "pending_timers": len(self._timers),
+            "aggregate_classes": len(self.aggregate_classes),
+            "class_details": [c.stats() for c in classes],
+        }
+
+
+def _retention(props: Iterable[ClassProperties]) -> float | None:
+    """The store's retention: the widest class window (None: some class has no window, or none)."""
+    windows = [p.window for p in props]
+    if not windows or any(w is None for w in windows):
+        return None
+    return max(w for w in windows if w is not None)

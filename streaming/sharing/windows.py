@@ -1,0 +1,351 @@
+"""Window-based aggregates shared by subscribers with different windows (paper 002, Sect. 4.2-4.3).
+
+A subscriber asks for ``aggregate(values)`` over a sliding window of size Δ
+advanced by step μ: instance ``k`` covers ``[kμ - Δ, kμ)`` of event time (a
+*time* window) or the items numbered ``kμ - Δ + 1 .. kμ`` (a *count* window).
+Subscribers of the same source, aggregate and pre-selection share one
+*relaxed* window (Δ̄, μ̄) computed by :func:`relax_window` (Alg. 1,
+RELAXWINDOW): Δ̄ divides every Δ and μ̄ divides every μ and Δ̄, so each
+subscriber instance is the union of Δ/Δ̄ consecutive, non-overlapping relaxed
+instances (SELECTWINDOWS) and its value is combined from their partial
+aggregates (count, sum, min, max: avg is sum/count). The relaxed instances
+are computed once, from panes of length μ̄, whatever the number of subscribers.
+
+>>> relax_window([(45, 30), (30, 20)])   # Example 4.1
+(15, 5)
+>>> serves((20, 10), (60, 40))           # q2's window serves q1's unchanged
+True
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from fractions import Fraction
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable, Literal, Sequence
+
+__all__ = [
+    "AGGREGATES",
+    "WINDOW_KINDS",
+    "relax_window",
+    "serves",
+    "Partial",
+    "WindowSubscriber",
+    "Emission",
+    "SharedWindowAggregator",
+    "having_holds",
+]
+
+AGGREGATES = ("count", "sum", "avg", "min", "max")
+WINDOW_KINDS = ("time", "count")
+_COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
+def _divisors(n: int) -> list[int]:
+    """Divisors of ``n``, largest first."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]), reverse=True)
+
+
+def _check(window: tuple[int, int]) -> tuple[int, int]:
+    size, step = window
+    for name, value in (("size", size), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"window {name} must be a positive integer, got {value!r}")
+    return size, step
+
+
+def relax_window(windows: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """The relaxed window ``(Δ̄, μ̄)`` every given ``(Δ, μ)`` can be combined from (Alg. 1, n-ary).
+
+    Candidates are the common divisors of the sizes and of the steps; the
+    largest μ̄ is chosen (fewest relaxed instances: least traffic), then the
+    largest Δ̄ with ``Δ̄ mod μ̄ = 0`` (least combining work). For two windows
+    this is the paper's Algorithm 1; it always succeeds (worst case (1, 1)).
+    """
+    pairs = [_check(w) for w in windows]
+    if not pairs:
+        raise ValueError("relax_window needs at least one window")
+    size_gcd = math.gcd(*(s for s, _ in pairs))
+    step_gcd = math.gcd(*(m for _, m in pairs))
+    sizes = _divisors(size_gcd)
+    for step in _divisors(step_gcd):
+        for size in sizes:
+            if size < step:
+                break
+            if size % step == 0:
+                return size, step
+    raise AssertionError("unreachable: (1, 1) always qualifies")
+
+
+def serves(stream: tuple[int, int], query: tuple[int, int]) -> bool:
+    """Whether a stream window ``(Δ, μ)`` serves a query window ``(Δ', μ')`` unchanged (Sect. 4.2).
+
+    ``Δ' mod Δ = 0``, ``Δ mod μ = 0`` and ``μ' mod μ = 0``: the query's
+    instances are unions of whole, non-overlapping stream instances.
+    """
+    size, step = _check(stream)
+    qsize, qstep = _check(query)
+    return qsize % size == 0 and size % step == 0 and qstep % step == 0
+
+
+class Partial:
+    """Partial aggregate of a set of values: count, exact sum, min, max (avg = sum / count).
+
+    The sum is exact (integers as ``int``, floats as Shewchuk's non-overlapping
+    partials, as in :func:`math.fsum`) and rounded once when read, so a value
+    does not depend on how the items were split into panes and windows: a
+    subscriber alone and the same subscriber sharing a relaxed window give
+    identical numbers.
+    """
+
+    __slots__ = ("count", "int_sum", "float_sum", "min", "max")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.int_sum = 0
+        self.float_sum: list[float] = []
+        self.min: Any = None
+        self.max: Any = None
+
+    def add(self, value: Any) -> None:
+        self.count += 1
+        if value is None:
+            return
+        if isinstance(value, int):
+            self.int_sum += value
+        else:
+            _grow(self.float_sum, float(value))
+        if self.min is None or value < self.min:
+            self.min = value
+        if self.max is None or value > self.max:
+            self.max = value
+
+    @classmethod
+    def combine(cls, parts: Iterable["Partial"]) -> "Partial":
+        out = cls()
+        for p in parts:
+            if not p.count:
+                continue
+            out.count += p.count
+            out.int_sum += p.int_sum
+            for x in p.float_sum:
+                _grow(out.float_sum, x)
+            if p.min is not None and (out.min is None or p.min < out.min):
+                out.min = p.min
+            if p.max is not None and (out.max is None or p.max > out.max):
+                out.max = p.max
+        return out
+
+    def _exact_sum(self) -> Fraction:
+        return Fraction(self.int_sum) + sum((Fraction(x) for x in self.float_sum), Fraction(0))
+
+    def value(self, aggregate: str) -> Any:
+        """The aggregate of the values (None for avg/min/max of an empty set)."""
+        if aggregate == "count":
+            return self.count
+        if aggregate == "sum":
+            return self.int_sum if not self.float_sum else float(self._exact_sum())
+        if aggregate == "avg":
+            return float(self._exact_sum() / self.count) if self.count else None
+        if aggregate == "min":
+            return self.min
+        if aggregate == "max":
+            return self.max
+        raise ValueError(f"unknown aggregate {aggregate!r}")
+
+
+def _grow(partials: list[float], x: float) -> None:
+    """Add ``x`` to a list of non-overlapping partials that represents a sum exactly (Shewchuk)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+def having_holds(having: tuple[str, Any] | None, value: Any) -> bool:
+    """Whether a window value passes the subscriber's post-selection (None never passes a test)."""
+    if having is None:
+        return True
+    if value is None:
+        return False
+    op, bound = having
+    return bool(_COMPARE[op](value, bound))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSubscriber:
+    """One subscriber: window (size Δ, step μ), aggregate and optional ``having`` test ``(op, value)``."""
+
+    key: Hashable
+    size: int
+    step: int
+    aggregate: str
+    having: tuple[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check((self.size, self.step))
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        if self.having is not None and self.having[0] not in _COMPARE:
+            raise ValueError(f"having needs a comparison {', '.join(_COMPARE)}, got {self.having[0]!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Emission:
+    """One window value of one subscriber; ``window_end`` is kμ (event time, or item number)."""
+
+    key: Hashable
+    window_end: float
+    value: Any
+
+
+class SharedWindowAggregator:
+    """Every subscriber's window values from one relaxed window's partials.
+
+    ``kind`` is ``"time"`` (positions are event times; a window ending at
+    ``E`` closes when :meth:`advance` reaches a time ``>= E``, and windows
+    ending after the first time seen are emitted, partial or empty ones
+    included) or ``"count"`` (positions are item numbers given by
+    :meth:`add`; only full windows are emitted). ``relaxed`` defaults to
+    :func:`relax_window` over the subscribers; a given one must divide them
+    (sharing without widening passes the class's own window).
+    """
+
+    def __init__(self, kind: Literal["time", "count"], subscribers: Sequence[WindowSubscriber],
+                 relaxed: tuple[int, int] | None = None):
+        if kind not in WINDOW_KINDS:
+            raise ValueError(f"window kind must be time or count, got {kind!r}")
+        if not subscribers:
+            raise ValueError("a shared window needs at least one subscriber")
+        self.kind = kind
+        self.subscribers = list(subscribers)
+        self.relaxed = relaxed or relax_window([(s.size, s.step) for s in subscribers])
+        size, step = _check(self.relaxed)
+        if size % step:
+            raise ValueError(f"relaxed window {self.relaxed}: its size must be a multiple of its step")
+        for s in self.subscribers:
+            if s.size % size or s.step % step:
+                raise ValueError(f"relaxed window {self.relaxed} does not divide subscriber window "
+                                 f"({s.size}, {s.step})")
+        self.pane = step
+        self._panes_per_relaxed = size // step
+        # relaxed instances kept: a subscriber window reaches back (Δ/Δ̄ - 1) relaxed sizes
+        self._horizon = (max(s.size for s in self.subscribers) // size - 1) * self._panes_per_relaxed + 1
+        self._pane_partials: deque[Partial] = deque(maxlen=self._panes_per_relaxed)
+        self._relaxed: deque[Partial] = deque(maxlen=self._horizon)
+        self._open = Partial()
+        self._open_end: int | None = None  # end of the pane items go to
+        self._items = 0
+        self.relaxed_instances = 0
+
+    # -- input ---------------------------------------------------------------------
+
+    def add(self, position: float | None, value: Any) -> list[Emission]:
+        """Take one item (time: at event time ``position``; count: numbered next); return closed windows."""
+        if self.kind == "time":
+            if position is None:
+                raise ValueError("a time window needs the item's event time")
+            out = self.advance(position)
+            self._open.add(value)
+            return out
+        self._items += 1
+        self._open.add(value)
+        if self._items % self.pane == 0:
+            return self._close_pane(self._items)
+        return []
+
+    def advance(self, now: float) -> list[Emission]:
+        """Let event time reach ``now``: close (and emit) the time windows ending at or before it."""
+        if self.kind != "time":
+            return []
+        pane = self.pane
+        if self._open_end is None:
+            self._open_end = (math.floor(now / pane) + 1) * pane
+            return []
+        out: list[Emission] = []
+        while self._open_end <= now:
+            end = self._open_end
+            self._open_end = end + pane
+            out.extend(self._close_pane(end))
+            if not self._open.count and self._quiet():
+                # nothing in any kept pane: jump to the last pane end <= now, emitting empty windows
+                # only where some subscriber's step ends
+                out.extend(self._skip_quiet(now))
+        return out
+
+    # -- relaxed instances and subscriber windows --------------------------------------
+
+    def _close_pane(self, end: int) -> list[Emission]:
+        self._pane_partials.append(self._open)
+        self._open = Partial()
+        if self.kind == "count" and end < self.relaxed[0]:
+            return []
+        self._relaxed.append(Partial.combine(self._pane_partials))
+        self.relaxed_instances += 1
+        return self._emit(end)
+
+    def _emit(self, end: int) -> list[Emission]:
+        out: list[Emission] = []
+        relaxed_size = self.relaxed[0]
+        # relaxed instances ending at end, end - Δ̄, ...: every (Δ̄/μ̄)-th kept one, newest first
+        stride = self._panes_per_relaxed
+        kept = self._relaxed
+        last = len(kept) - 1
+        for s in self.subscribers:
+            if end % s.step:
+                continue
+            if self.kind == "count" and end < s.size:
+                continue
+            n = s.size // relaxed_size
+            parts = [kept[last - i * stride] for i in range(n) if last - i * stride >= 0]
+            value = Partial.combine(parts).value(s.aggregate)
+            if having_holds(s.having, value):
+                out.append(Emission(s.key, end, value))
+        return out
+
+    def _quiet(self) -> bool:
+        """Whether every kept pane and relaxed instance is empty (so every window up to now is)."""
+        return all(not p.count for p in self._pane_partials) and all(not p.count for p in self._relaxed)
+
+    def _skip_quiet(self, now: float) -> list[Emission]:
+        """With nothing kept, emit the empty windows up to ``now`` without closing each pane."""
+        pane = self.pane
+        last = math.floor(now / pane) * pane
+        if last < self._open_end:
+            return []
+        out: list[Emission] = []
+        empty = Partial()
+        steps = sorted({s.step for s in self.subscribers})
+        ends = sorted({e for step in steps for e in range(_ceil_to(self._open_end, step), last + 1, step)})
+        for end in ends:
+            for s in self.subscribers:
+                if end % s.step == 0:
+                    value = empty.value(s.aggregate)
+                    if having_holds(s.having, value):
+                        out.append(Emission(s.key, end, value))
+        self._open_end = last + pane
+        return out
+
+    @property
+    def next_close(self) -> float | None:
+        """The event time at which the next time window closes (None: count windows, or not started)."""
+        return self._open_end if self.kind == "time" else None
+
+    def stats(self) -> dict[str, Any]:
+        return {"kind": self.kind, "relaxed": list(self.relaxed), "subscribers": len(self.subscribers),
+                "relaxed_instances": self.relaxed_instances}
+
+
+def _ceil_to(value: int, step: int) -> int:
+    return -(-value // step) * step

@@ -1,0 +1,102 @@
+"""Hypothesis strategies for sharing tests: random schemas, streams without re-inserts, random plans."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+WORDS = ["x", "y", "z", "w"]
+KEYWORD_SETS = [["x"], ["x", "y"], ["y", "x"], ["x", "y", "z"], ["y", "z"], ["w"], ["x", "w"]]
+
+
+@st.composite
+def schema_docs(draw) -> dict:
+    """2-3 relations with a text attribute, a number ``v``, a self-reference and two parallel FKs."""
+    n = draw(st.integers(2, 3))
+    rels = [{"name": f"R{i}", "key": "id", "attributes": {"id": "int", "t": "text", "v": "int"},
+             "foreign_keys": []} for i in range(n)]
+
+    def add_fk(holder: int, target: int) -> None:
+        rel = rels[holder]
+        name = f"f{len(rel['foreign_keys'])}"
+        rel["attributes"][name] = "int"
+        rel["foreign_keys"].append({"name": name, "column": name, "references": f"R{target}"})
+
+    add_fk(0, 0)
+    add_fk(1, 0)
+    add_fk(1, 0)
+    for _ in range(draw(st.integers(0, 2))):
+        add_fk(draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1)))
+    return {"name": "random", "relations": rels}
+
+
+@st.composite
+def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = ()) -> list[dict]:
+    """Inserts, deletes, late ops and time jumps on which every query alone agrees with the stream.
+
+    Each key is inserted at most once per relation (no re-insert), and a
+    tuple is deleted only while it is inside the narrowest of ``windows`` or
+    once it is outside the widest (a key never inserted, deleted, or expired
+    everywhere): then every op gets the same verdict from each query alone as
+    from the widest window.
+    """
+    bounded = [w for w in windows if w is not None]
+    narrowest = min(bounded) if bounded else None
+    widest = None if not windows or None in windows else max(bounded)
+    ops: list[dict] = []
+    ts = clock = 0.0
+    rels = {r["name"]: r for r in schema_doc["relations"]}
+    used: set[tuple[str, int]] = set()
+    live: dict[tuple[str, int], float] = {}
+    for _ in range(draw(st.integers(1, max_ops))):
+        ts += draw(st.sampled_from([0, 0, 1, 1, 2, 3, 5, -1]))
+        late = bool(ops) and ts < clock
+        name = draw(st.sampled_from(sorted(rels)))
+        key = draw(st.integers(0, 5))
+        if draw(st.integers(0, 4)) == 0 or (name, key) in used:
+            at = live.get((name, key))
+            alive_widest = at is not None and (widest is None or at + widest > ts)
+            inside_narrowest = at is not None and (narrowest is None or at + narrowest > ts)
+            if alive_widest and not inside_narrowest and not late:
+                continue
+            if alive_widest and not late:
+                del live[(name, key)]
+                clock = ts
+            ops.append({"op": "delete", "relation": name, "key": key, "ts": ts})
+            continue
+        used.add((name, key))
+        if not late:
+            live[(name, key)] = clock = ts
+        values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=2))),
+                  "v": draw(st.one_of(st.none(), st.integers(0, 5)))}
+        for fk in rels[name]["foreign_keys"]:
+            values[fk["column"]] = draw(st.sampled_from([None, 0, 1, 2, key, key]))
+        ops.append({"op": "insert", "relation": name, "tuple": values, "ts": ts})
+    return ops
+
+
+@st.composite
+def predicates(draw, schema_doc: dict, max_size: int = 2) -> list[dict]:
+    names = [r["name"] for r in schema_doc["relations"]]
+    out = []
+    for _ in range(draw(st.integers(0, max_size))):
+        op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "between"]))
+        value = [draw(st.integers(0, 2)), draw(st.integers(2, 5))] if op == "between" else draw(st.integers(0, 5))
+        out.append({"relation": draw(st.sampled_from(names)), "attribute": "v", "op": op, "value": value})
+    return out
+
+
+@st.composite
+def plans(draw, schema_doc: dict, min_queries: int = 2, max_queries: int = 12) -> dict:
+    queries = []
+    for qid in range(1, draw(st.integers(min_queries, max_queries)) + 1):
+        keywords = draw(st.sampled_from(KEYWORD_SETS + [[]]))
+        preds = draw(predicates(schema_doc, max_size=2))
+        if not keywords and not preds:
+            preds = [{"relation": "R0", "attribute": "v", "op": ">=", "value": draw(st.integers(0, 5))}]
+        queries.append({"id": qid * 7, "keywords": keywords, "tmax": draw(st.integers(1, 4)),
+                        "window_seconds": draw(st.sampled_from([None, 2.0, 4.0, 6.0])), "predicates": preds})
+    return {"schema": schema_doc, "queries": queries, "aggregates": []}
+
+
+def plan_windows(plan_doc: dict) -> tuple:
+    return tuple(q["window_seconds"] for q in plan_doc["queries"])
