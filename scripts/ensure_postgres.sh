@@ -16,9 +16,10 @@ esac
 if [ "$(id -u)" = 0 ] && command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
     version="$(ls /etc/postgresql | sort -V | tail -n 1)"
     echo "starting PostgreSQL $version"
-    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
     for _ in $(seq 50); do pg_isready -q -h "$host" -p "$port" && exit 0; sleep 0.2; done
 fi
-echo "PostgreSQL does not answer on $host:$port: start it (as root: pg_ctlcluster <version> main start)," \
-     "or set DATABASE_URL to a server the tests may create a test database on" >&2
+echo "PostgreSQL is not reachable for DATABASE_URL=$DATABASE_URL (nothing answers on $host:$port): start it" \
+     "(as root: pg_ctlcluster <version> main start), or set DATABASE_URL to a server the tests may create a test" \
+     "database on" >&2
 exit 2

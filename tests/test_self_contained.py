@@ -8,21 +8,25 @@ would pass here and fail in a fresh clone anywhere else.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", "var", "node_modules", "__pycache__", ".pytest_cache"}
+SKIP_DIRS = {".git", ".venv", "var", "node_modules", "__pycache__", ".pytest_cache", ".hypothesis"}
 TEXT_SUFFIXES = {".py", ".md", ".sh", ".html", ".js", ".css", ".json", ".ndjson", ".txt", ".ini", ".yaml", ".yml",
                  ".toml", ".cfg", ".example", ""}
 FORBIDDEN = re.compile(r"\.\./shared|/work/|shared/examples|shared/tools|DESIGN\.md")
 
 
 def repository_files() -> list[Path]:
-    files = []
-    for path in ROOT.rglob("*"):
-        if path.is_file() and not SKIP_DIRS.intersection(path.relative_to(ROOT).parts) and path.suffix in TEXT_SUFFIXES:
-            files.append(path)
-    return files
+    """The files of the checkout: git's (tracked and not ignored) in a clone, else a walk of the tree."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode == 0:
+        paths = [ROOT / name for name in listed.stdout.splitlines()]
+    else:
+        paths = [p for p in ROOT.rglob("*") if not SKIP_DIRS.intersection(p.relative_to(ROOT).parts)]
+    return [p for p in paths if p.is_file() and p.suffix in TEXT_SUFFIXES]
 
 
 def test_no_file_names_a_path_outside_the_repository():

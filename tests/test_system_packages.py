@@ -56,7 +56,9 @@ def check_as_nobody(scripts: Path) -> None:
 
 @pytest.mark.parametrize("target", ["run", "test"])
 def test_make_checks_the_packages_before_anything_else(target):
-    done = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # also under make test
+    done = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == f"scripts/system_packages.sh {target}"
 

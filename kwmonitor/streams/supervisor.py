@@ -156,6 +156,24 @@ def _signal_group(pid: int, start_ticks: int | None, sig: int) -> None:
             pass
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group led by ``pgid`` (an evaluator's, with its JVM) still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Supervisor:
     """The operator actions on evaluators; every method works on committed rows."""
 
@@ -373,7 +391,10 @@ class Supervisor:
         log.warning("evaluator %s failed (%s); restart in %.0f s", evaluator.pk, reason, delay)
 
     def _terminate_process(self, pid: int, start_ticks: int | None) -> str:
-        """SIGTERM the process group, SIGKILL it after the stop timeout; returns a note if killed."""
+        """SIGTERM the process group, SIGKILL it after the stop timeout; returns a note if killed.
+
+        Waits for the whole group (the evaluator and its Spark JVM), not only its leader.
+        """
         _signal_group(pid, start_ticks, signal.SIGTERM)
         deadline = time.monotonic() + self.config.stop_timeout
         while process_alive(pid, start_ticks) and time.monotonic() < deadline:
@@ -381,6 +402,11 @@ class Supervisor:
         if process_alive(pid, start_ticks):
             _signal_group(pid, start_ticks, signal.SIGKILL)
             return f"; killed after {self.config.stop_timeout:.0f} s"
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _group_alive(pid):
+            _kill_group(pid)
+            return f"; what remained of its process group was killed after {self.config.stop_timeout:.0f} s"
         return ""
 
     def _terminate(self, evaluator: Evaluator, detail: str) -> None:
