@@ -49,3 +49,9 @@ def test_the_contracts_and_examples_are_in_docs_and_linked_from_the_readme():
         assert f"docs/{doc}" in readme
     examples = ROOT / "docs" / "examples" / "ecommerce"
     assert {p.name for p in examples.iterdir()} >= {"schema.json", "ops.ndjson", "events-dress-texas-tmax5.ndjson"}
+
+
+def test_no_tracked_link_leads_out_of_the_repository():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    links = [ROOT / name for name in listed.stdout.splitlines() if (ROOT / name).is_symlink()]
+    assert [str(p.relative_to(ROOT)) for p in links if not p.resolve().is_relative_to(ROOT)] == []
