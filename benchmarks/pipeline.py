@@ -293,8 +293,24 @@ def _summarise(run: RateRun, client, query_ids: list[int], drained: bool) -> dic
     }
 
 
+def _saved_queries(demo: Any, entries: list[dict[str, Any]]) -> list[int]:
+    """Replace the demo's queries on its stream by ``entries`` (plan entries); their ids."""
+    from kwmonitor.queries.models import KeywordQuery, Predicate
+
+    KeywordQuery.objects.filter(stream=demo.stream).update(enabled=False)
+    ids = []
+    for entry in entries:
+        query = KeywordQuery.objects.create(
+            owner=get_user("bench"), name=f"random {entry['id']}", schema=demo.schema, stream=demo.stream,
+            keywords=" ".join(entry["keywords"]), tmax=entry["tmax"], window_seconds=entry["window_seconds"])
+        for p in entry["predicates"]:
+            Predicate.objects.create(query=query, **p)
+        ids.append(query.pk)
+    return ids
+
+
 def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: int, redis_url: str, workdir: Path,
-             source: str, trigger: float, drain_timeout: float) -> dict[str, Any]:
+             source: str, trigger: float, drain_timeout: float, queries: list[dict[str, Any]]) -> dict[str, Any]:
     from kwmonitor.accounts.models import ApiToken
     from kwmonitor.streams.demo import load_demo
     from kwmonitor.streams.plans import publish_plan
@@ -303,6 +319,8 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: in
     client = bus.connect(redis_url)
     demo = load_demo("bench", "bench-password", f"bench-{rate}", source)
     stream, query_ids = demo.stream, [q.pk for q in demo.queries]
+    if queries:
+        query_ids = _saved_queries(demo, queries)
     _, token = ApiToken.issue(get_user("bench"), f"bench {rate}")
     publish_plan(stream.pk)
     evaluator_id = stream.evaluator.pk
@@ -424,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "pipeline")
     parser.add_argument("--redis-db", type=int, default=3)
+    parser.add_argument("--random-queries", type=int, default=0,
+                        help="replace the three demo queries by N random saved keyword queries "
+                             "(streaming.workloads.queries), one websocket client each")
     args = parser.parse_args(argv)
 
     shutil.rmtree(args.workdir, ignore_errors=True)
@@ -442,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-m", "streaming", "workload", "ecommerce", "--out-dir", str(args.workdir / "workload"),
                     "--ops", str(ops_needed), "--seed", "7"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     lines = (args.workdir / "workload" / "ops.ndjson").read_text().splitlines()
+    queries: list[dict[str, Any]] = []
+    if args.random_queries:
+        from streaming.workloads.queries import StreamProfile, random_queries
+
+        schema_doc = json.loads((args.workdir / "workload" / "schema.json").read_text())
+        profile = StreamProfile(schema_doc, (json.loads(line) for line in lines[:50_000]))
+        queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0)
 
     port = _free_port()
     web_log = open(args.workdir / "web.log", "w")
@@ -452,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         _wait_port(port, 60)
         for rate in args.rates:
             result = run_rate(rate, args.seconds, lines, port, web.pid, redis_url, args.workdir, args.source,
-                              args.trigger_seconds, args.drain_timeout)
+                              args.trigger_seconds, args.drain_timeout, queries)
             results.append(result)
             print(json.dumps(result), flush=True)
     finally:
@@ -463,7 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "source": args.source,
         "trigger_seconds": args.trigger_seconds,
-        "queries": "the three demo queries (kwmonitor.streams.demo.DEMO_QUERIES)",
+        "queries": (f"{len(queries)} random saved keyword queries (streaming.workloads.queries, seed 7)" if queries
+                    else "the three demo queries (kwmonitor.streams.demo.DEMO_QUERIES)"),
+        "query_definitions": queries,
         "results": results,
     }
     (args.workdir / "pipeline.json").write_text(json.dumps(report, indent=2))

@@ -38,10 +38,12 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from .events import (
+    AggregateValue,
     ComponentHeartbeat,
     EvaluatorStatus,
     QueryConfig,
     QueryUpdated,
+    SharingReport,
     ResultAdded,
     ResultRemoved,
     ResultView,
@@ -73,6 +75,9 @@ __all__ = [
     "read_input",
     "write_component_heartbeat",
     "read_component_heartbeat",
+    "write_sharing_report",
+    "read_sharing_report",
+    "publish_aggregate_values",
 ]
 
 CHANGES_MAXLEN = 100_000
@@ -139,6 +144,16 @@ class Keys:
     @staticmethod
     def heartbeat(evaluator_id: int) -> str:
         return f"kw:evaluator:{evaluator_id}:heartbeat"
+
+    @staticmethod
+    def aggregate_cursor(stream_id: int) -> str:
+        """Hash: aggregate subscription id -> end of the last window value published (publishing is idempotent)."""
+        return f"kw:stream:{stream_id}:aggregate-cursor"
+
+    @staticmethod
+    def sharing_report(stream_id: int) -> str:
+        """The stream's latest :class:`~streaming.events.SharingReport` (the Sharing page reads it)."""
+        return f"kw:stream:{stream_id}:sharing"
 
 
 def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
@@ -342,3 +357,37 @@ def write_component_heartbeat(client: redis.Redis, beat: ComponentHeartbeat, ttl
 def read_component_heartbeat(client: redis.Redis, component: str) -> ComponentHeartbeat | None:
     raw = client.get(Keys.component_heartbeat(component))
     return None if raw is None else ComponentHeartbeat.model_validate_json(raw)
+# KEYS: cursor hash, stream events. ARGV: maxlen, then (aggregate id, window end, payload) triples.
+_PUBLISH_VALUES = """
+local n = 0
+for i = 2, #ARGV, 3 do
+  local last = redis.call('HGET', KEYS[1], ARGV[i])
+  if not last or tonumber(ARGV[i + 1]) > tonumber(last) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'data', ARGV[i + 2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def publish_aggregate_values(client: redis.Redis, stream_id: int, values: Sequence[AggregateValue]) -> int:
+    """Append window values to the stream's events, each at most once (a value of a window ending no
+    later than the last one published for its subscription is dropped); returns how many were new."""
+    if not values:
+        return 0
+    argv: list[Any] = [EVENTS_MAXLEN]
+    for v in values:
+        argv += [v.aggregate, repr(float(v.window_end)), v.model_dump_json()]
+    script = client.register_script(_PUBLISH_VALUES)
+    return int(script(keys=[Keys.aggregate_cursor(stream_id), Keys.stream_events(stream_id)], args=argv))
+
+
+def write_sharing_report(client: redis.Redis, report: SharingReport) -> None:
+    client.set(Keys.sharing_report(report.stream), report.model_dump_json())
+
+
+def read_sharing_report(client: redis.Redis, stream_id: int) -> SharingReport | None:
+    raw = client.get(Keys.sharing_report(stream_id))
+    return None if raw is None else SharingReport.model_validate_json(raw)

@@ -23,8 +23,10 @@ keyword classification and one lattice per sharing class). Per batch:
 The stored tuples give the values shown in results and, after a restart,
 the state the engine is rebuilt from. Because they are persisted before the
 changes are published, a crash in between is repaired by the reconcile of
-the restart, and a replayed batch is not applied twice. Aggregate windows
-restart empty after a restart of the process.
+the restart, and a replayed batch is not applied twice. The running windows
+of the aggregate subscriptions and the values a batch produced are persisted
+in the same step, and values are published idempotently (at most one per
+subscription and window end), so they too survive a crash exactly once.
 
 With queries of different windows an op gets one verdict, against the widest
 window (``docs/sharing.md``).
@@ -154,6 +156,7 @@ class GroupEvaluator:
         self._reported = 0.0
         self._narrow = 0
         self._clock: float | None = None
+        self._saved_aggregates: dict[str, Any] | None = None
 
     # ----------------------------------------------------------- plan and state
 
@@ -175,10 +178,15 @@ class GroupEvaluator:
             state = self.client.hgetall(bus.Keys.evaluator_state(self.evaluator_id))
             self.applied_seq = int(state.get("seq", -1))
             self._clock = float(state["clock"]) if state.get("clock") else None
+            self._saved_aggregates = orjson.loads(state["aggregates"]) if state.get("aggregates") else {}
+            outbox = orjson.loads(state["outbox"]) if state.get("outbox") else []
             stored = self.client.hgetall(bus.Keys.evaluator_tuples(self.evaluator_id))
             self.lines = {tuple(orjson.loads(field)): line for field, line in stored.items()}
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
+            if outbox and self.stream_id is not None:  # values persisted by a batch that died before publishing
+                bus.publish_aggregate_values(self.client, self.stream_id,
+                                             [AggregateValue.model_validate(v) for v in outbox])
 
     def refresh_plan(self, force: bool = False) -> bool:
         """Re-read the plan; start, move and stop queries as it says. True if it changed."""
@@ -218,6 +226,8 @@ class GroupEvaluator:
             self._views.clear()
             if fresh:
                 self.engine.restore(self._stored_ops(schema), self._clock)
+                self.engine.restore_aggregates(self._saved_aggregates or {})
+                self._saved_aggregates = {}
                 rebuilt = set(by_id)
             for qid in sorted(leaving):
                 bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
@@ -367,12 +377,14 @@ class GroupEvaluator:
                            reason=row.reason or "", ts=now)
                 for row in dead
             ]
-            events += self._values
+            bus.publish_aggregate_values(self.client, self.stream_id, self._values)
             self._values = []
             if selection is not None:
                 events += selection.drain_events(self.stream_id, now)
             if now - self._reported >= _REPORT_SECONDS:
-                events.append(self.report(now))
+                report = self.report(now)
+                bus.write_sharing_report(self.client, report)
+                events.append(report)
             if events:
                 with self.client.pipeline(transaction=False) as pipe:
                     for event in events:
@@ -436,7 +448,10 @@ class GroupEvaluator:
                 pipe.hset(tuples_key, mapping=live)
             if gone:
                 pipe.hdel(tuples_key, *gone)
-            state = {"seq": self.applied_seq}
+            state: dict[str, Any] = {"seq": self.applied_seq,
+                                     "outbox": orjson.dumps([v.model_dump() for v in self._values]).decode()}
+            if self.engine is not None and self.engine.aggregate_classes:
+                state["aggregates"] = orjson.dumps(self.engine.aggregate_state()).decode()
             if self.event_time is not None:
                 state["clock"] = repr(self.event_time)
             pipe.hset(bus.Keys.evaluator_state(self.evaluator_id), mapping=state)

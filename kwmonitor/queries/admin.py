@@ -10,8 +10,11 @@ from django.utils.html import format_html
 
 from streaming.schema import SchemaError
 
-from .models import KeywordQuery, Predicate
+from kwmonitor.streams.connection import redis_client
+
+from .models import AggregateSubscription, KeywordQuery, Predicate
 from .preview import preview_counts
+from .sharing import sharing_class_of
 
 
 class PredicateFormSet(BaseInlineFormSet):
@@ -41,8 +44,9 @@ class KeywordQueryAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "schema", "stream")
     search_fields = ("name", "keywords")
     list_select_related = ("owner", "schema", "stream")
-    readonly_fields = ("preview", "created", "updated")
-    fields = ("name", "owner", "schema", "stream", "keywords", "tmax", "window_seconds", "enabled", "preview", "created", "updated")
+    readonly_fields = ("preview", "sharing", "created", "updated")
+    fields = ("name", "owner", "schema", "stream", "keywords", "tmax", "window_seconds", "enabled", "preview",
+              "sharing", "created", "updated")
     inlines = [PredicateInline]
 
     def get_changeform_initial_data(self, request):
@@ -71,6 +75,13 @@ class KeywordQueryAdmin(admin.ModelAdmin):
             )
         return text
 
+    @admin.display(description="sharing class")
+    def sharing(self, obj: KeywordQuery) -> str:
+        if obj.pk is None or obj.stream_id is None:
+            return "shown once saved on a stream"
+        found = sharing_class_of(redis_client(), obj)
+        return found.describe() if found is not None else "not evaluated yet (no sharing report from the evaluator)"
+
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         query = form.instance
@@ -88,3 +99,18 @@ class KeywordQueryAdmin(admin.ModelAdmin):
                 "its evaluation will be slow.",
                 messages.WARNING,
             )
+
+
+@admin.register(AggregateSubscription)
+class AggregateSubscriptionAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "stream", "aggregate", "attribute", "source_query", "source_relation", "window",
+                    "step", "window_kind", "having", "enabled")
+    list_filter = ("enabled", "stream", "aggregate", "window_kind")
+    search_fields = ("name", "source_relation", "attribute")
+    list_select_related = ("owner", "stream", "source_query")
+    readonly_fields = ("created", "updated")
+    fields = ("name", "owner", "stream", "source_query", "source_relation", "aggregate", "attribute", "window", "step",
+              "window_kind", "having", "predicates", "enabled", "created", "updated")
+
+    def get_changeform_initial_data(self, request):
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}

@@ -19,7 +19,7 @@ from django.db import models
 from streaming.keywords import KeywordError, parse_keywords
 from streaming.schema import SchemaError, ValueRejected, coerce_value
 
-__all__ = ["TMAX_MIN", "TMAX_MAX", "OPS", "EMPTY_QUERY", "KeywordQuery", "Predicate"]
+__all__ = ["TMAX_MIN", "TMAX_MAX", "OPS", "EMPTY_QUERY", "KeywordQuery", "Predicate", "AggregateSubscription"]
 
 TMAX_MIN, TMAX_MAX = 1, 10
 OPS = ("=", "!=", "<", "<=", ">", ">=", "between")
@@ -180,3 +180,79 @@ class Predicate(models.Model):
 
     def plan_entry(self) -> dict[str, Any]:
         return {"relation": self.relation, "attribute": self.attribute, "op": self.op, "value": self.value}
+
+
+AGGREGATES = (("count", "count"), ("sum", "sum"), ("avg", "average"), ("min", "minimum"), ("max", "maximum"))
+WINDOW_KINDS = (("time", "event-time window (seconds)"), ("count", "count window (items)"))
+
+
+class AggregateSubscription(models.Model):
+    """A windowed aggregate over a stream, shared with others of the same source (docs/sharing.md).
+
+    The source is either the inserts of a relation of the stream (optionally
+    pre-selected by ``predicates``) or the results a saved query gains.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="aggregate_subscriptions")
+    name = models.CharField(max_length=100)
+    stream = models.ForeignKey("streams.Stream", on_delete=models.CASCADE, related_name="aggregates")
+    source_query = models.ForeignKey(
+        KeywordQuery, on_delete=models.CASCADE, null=True, blank=True, related_name="aggregates",
+        help_text="Aggregate the results this query gains (leave empty to aggregate a relation's inserts).",
+    )
+    source_relation = models.CharField(
+        max_length=100, blank=True, help_text="Aggregate the inserts of this relation (when no query is chosen).")
+    aggregate = models.CharField(max_length=8, choices=AGGREGATES, default="count")
+    attribute = models.CharField(
+        max_length=200, blank=True,
+        help_text="The attribute aggregated: an attribute of the relation, or 'Relation.attribute' of a query's "
+                  "results. Empty with count: count the inserts (or the new results).",
+    )
+    window = models.PositiveIntegerField(help_text="Window size Δ: seconds of event time, or items.")
+    step = models.PositiveIntegerField(help_text="A value every μ seconds (or items).")
+    window_kind = models.CharField(max_length=8, choices=WINDOW_KINDS, default="time")
+    having = models.CharField(max_length=40, blank=True, help_text="Emit only values passing 'OP number', e.g. '>= 100'.")
+    predicates = models.JSONField(
+        default=list, blank=True,
+        help_text='Pre-selection of a relation source: a list of {"relation", "attribute", "op", "value"}.',
+    )
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        what = f"{self.aggregate}({self.attribute or '*'})"
+        source = f"results of {self.source_query}" if self.source_query_id else self.source_relation
+        return f"{self.name}: {what} of {source} over {self.window} every {self.step}"
+
+    def plan_entry(self) -> dict[str, Any]:
+        """This subscription as it appears in the evaluator's plan."""
+        source = {"query": self.source_query_id} if self.source_query_id else {"relation": self.source_relation}
+        return {"id": self.pk, "source": source, "aggregate": self.aggregate, "attribute": self.attribute or None,
+                "window": self.window, "step": self.step, "window_kind": self.window_kind,
+                "having": self.having or None, "predicates": list(self.predicates or [])}
+
+    def clean(self) -> None:
+        """Check the subscription against the stream's schema the way the evaluator will."""
+        from streaming.sharing.properties import AggregateEntry, QueryEntry, aggregate_properties, query_properties
+
+        if (self.source_query_id is None) == (not self.source_relation):
+            raise ValidationError("Choose either a source query or a source relation.")
+        if self.source_query_id is not None and self.source_query.stream_id != self.stream_id:
+            raise ValidationError({"source_query": "The query must run on the subscription's stream."})
+        if self.stream_id is None:
+            return
+        try:
+            schema = self.stream.schema.graph()
+            entry = AggregateEntry.model_validate({**self.plan_entry(), "id": self.pk or 0})
+            queries = {}
+            if self.source_query_id is not None:
+                entry_of_query = QueryEntry.model_validate(self.source_query.plan_entry())
+                queries[self.source_query_id] = query_properties(entry_of_query, schema)
+            aggregate_properties(entry, schema, queries)
+        except (ValueError, SchemaError) as exc:
+            raise ValidationError(str(exc)) from None
+

@@ -15,6 +15,7 @@ from .models import (
     ResultEvent,
     Stream,
 )
+from .plans import request_narrowing
 from .tasks import start_evaluator, stop_evaluator
 
 
@@ -25,7 +26,7 @@ class StreamAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "created")
     fields = ("name", "schema", "source_kind", "ingest_token", "ingest_url", "source", "created")
-    actions = ["regenerate_token"]
+    actions = ["regenerate_token", "narrow"]
 
     @admin.display(description="evaluator")
     def evaluator_status(self, obj: Stream) -> str:
@@ -45,6 +46,13 @@ class StreamAdmin(admin.ModelAdmin):
         for stream in queryset:
             stream.regenerate_token()
         self.message_user(request, f"New ingest token for {queryset.count()} stream(s).", messages.SUCCESS)
+
+    @admin.action(description="Narrow sharing classes now")
+    def narrow(self, request, queryset):
+        for stream in queryset:
+            request_narrowing(stream)
+        self.message_user(request, f"Narrowing requested for {queryset.count()} stream(s): the evaluators apply it "
+                                   "at their next batch.", messages.SUCCESS)
 
 
 def _enqueue(modeladmin, request, queryset, task, verb: str) -> None:

@@ -18,9 +18,10 @@ import redis
 from django.db import transaction
 from pydantic import ValidationError
 
-from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from streaming.bus import Keys
 from streaming.events import (
+    AggregateValue,
     BatchMetrics,
     DeadLetter,
     DroppingRatio,
@@ -31,6 +32,7 @@ from streaming.events import (
 )
 
 from .models import (
+    AggregateValueRecord,
     DeadLetterRecord,
     DroppingSample,
     HistoryCursor,
@@ -91,10 +93,13 @@ class HistoryPersister:
         return self._persist(Keys.changes(query_id), lambda entries: {ResultEvent: rows(entries)})
 
     def persist_stream(self, stream_id: int) -> int:
-        """Copy a stream's metrics, dead letters, dropping ratios and rearrangements."""
+        """Copy a stream's metrics, dead letters, dropping ratios, rearrangements and aggregate values."""
 
         def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
-            out: dict[type, list] = {MetricSample: [], DeadLetterRecord: [], DroppingSample: [], RearrangementRecord: []}
+            out: dict[type, list] = {MetricSample: [], DeadLetterRecord: [], DroppingSample: [], RearrangementRecord: [],
+                                     AggregateValueRecord: []}
+            values = [e.aggregate for _, e in entries if isinstance(e, AggregateValue)]
+            subscribed = set(AggregateSubscription.objects.filter(pk__in=values).values_list("pk", flat=True))
             for entry_id, event in entries:
                 common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
                 if isinstance(event, BatchMetrics):
@@ -115,7 +120,13 @@ class HistoryPersister:
                         **common, relation=event.relation, old_sequence=event.old_sequence,
                         new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
                     ))
-                # Evaluator status is live-only: the Evaluator row holds the current one.
+                elif isinstance(event, AggregateValue) and event.aggregate in subscribed:
+                    out[AggregateValueRecord].append(AggregateValueRecord(
+                        **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
+                        value=event.value,
+                    ))
+                # Evaluator status and sharing reports are live-only: the Evaluator row and Redis hold
+                # the current ones.
             return out
 
         return self._persist(Keys.stream_events(stream_id), rows)

@@ -27,6 +27,7 @@ __all__ = [
     "DeadLetterRecord",
     "DroppingSample",
     "RearrangementRecord",
+    "AggregateValueRecord",
     "HistoryCursor",
 ]
 
@@ -45,6 +46,8 @@ class Stream(models.Model):
         max_length=64, unique=True, default=new_ingest_token,
         help_text="Bearer token of the ingest endpoint (regenerate it from the list's actions).",
     )
+    narrow_requests = models.PositiveIntegerField(
+        default=0, help_text="Bumped to narrow every sharing class of the stream now (manage.py narrow_stream).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -170,6 +173,18 @@ class RearrangementRecord(_StreamRecord):
 
     class Meta(_StreamRecord.Meta):
         constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_rearrangement_unique_entry")]
+
+
+class AggregateValueRecord(_StreamRecord):
+    """One emitted window value of an aggregate subscription."""
+
+    aggregate = models.ForeignKey("queries.AggregateSubscription", on_delete=models.CASCADE, related_name="values")
+    seq = models.BigIntegerField()
+    window_end = models.FloatField()
+    value = models.FloatField(null=True, blank=True)
+
+    class Meta(_StreamRecord.Meta):
+        constraints = [models.UniqueConstraint(fields=["stream", "entry_id"], name="streams_aggregatevalue_unique_entry")]
 
 
 class HistoryCursor(models.Model):

@@ -12,21 +12,31 @@ import logging
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import F
 
 from streaming import bus
+from streaming.sharing.properties import EvaluatorPlan
 
 from .connection import redis_client
-from .models import Evaluator
+from .models import Evaluator, Stream
 
-__all__ = ["build_plan", "publish_plan", "publish_plan_on_commit"]
+__all__ = ["build_plan", "publish_plan", "publish_plan_on_commit", "request_narrowing"]
 
 log = logging.getLogger(__name__)
 
 
 def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
+    """The evaluator's plan (checked against :class:`~streaming.sharing.properties.EvaluatorPlan`).
+
+    Queries come in id order (the registration order of sharing); an
+    aggregate subscription whose source query is disabled is left out.
+    """
     stream = evaluator.stream
-    queries = stream.queries.filter(enabled=True).order_by("id").prefetch_related("predicates")
-    return {
+    queries = list(stream.queries.filter(enabled=True).order_by("id").prefetch_related("predicates"))
+    enabled = {q.pk for q in queries}
+    aggregates = [a for a in stream.aggregates.filter(enabled=True).order_by("id")
+                  if a.source_query_id is None or a.source_query_id in enabled]
+    plan = EvaluatorPlan.model_validate({
         "version": version,
         "evaluator": evaluator.pk,
         "stream": {
@@ -36,7 +46,10 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
             "source": stream.source_spec(),
         },
         "queries": [q.plan_entry() for q in queries],
-    }
+        "aggregates": [a.plan_entry() for a in aggregates],
+        "narrow": stream.narrow_requests,
+    })
+    return plan.model_dump(mode="json", by_alias=True)
 
 
 def publish_plan(stream_id: int) -> int | None:
@@ -69,3 +82,12 @@ def publish_plan_on_commit(stream_id: int | None) -> None:
         _publish_quietly(stream_id)
     callback.plan_stream_id = stream_id  # type: ignore[attr-defined]
     transaction.on_commit(callback)
+
+
+def request_narrowing(stream: Stream) -> Stream:
+    """Ask the stream's evaluator to narrow every sharing class now: bump the counter its plan carries."""
+    with transaction.atomic():
+        Stream.objects.filter(pk=stream.pk).update(narrow_requests=F("narrow_requests") + 1)
+        publish_plan_on_commit(stream.pk)
+    stream.refresh_from_db(fields=["narrow_requests"])
+    return stream

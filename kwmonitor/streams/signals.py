@@ -8,7 +8,7 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from kwmonitor.catalog.models import Attribute, ForeignKey, Relation, Schema
-from kwmonitor.queries.models import KeywordQuery, Predicate
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate
 
 from .models import Evaluator, Stream
 from .plans import publish_plan_on_commit
@@ -55,6 +55,12 @@ def predicate_changed(sender, instance: Predicate, **kwargs) -> None:
     stream_id = KeywordQuery.objects.filter(pk=instance.query_id).values_list("stream_id", flat=True).first()
     publish_plan_on_commit(stream_id)
     send_query_update(instance.query_id)
+
+
+@receiver([post_save, post_delete], sender=AggregateSubscription)
+def aggregate_changed(sender, instance: AggregateSubscription, **kwargs) -> None:
+    if not kwargs.get("raw"):
+        publish_plan_on_commit(instance.stream_id)
 
 
 def _schema_changed(schema_id: int | None) -> None:

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ecommerce-ops", type=int, default=20_000, help="ops of the demo stream (Table 1)")
     parser.add_argument("--tpch-orders", type=int, default=1_500, help="orders of the TPC-H stream (SF 0.01)")
     parser.add_argument("--scaling", default="1,10,100,1000", help="query counts of the scaling part")
-    parser.add_argument("--scaling-ops", type=int, default=5_000, help="ops of the demo stream for scaling")
+    parser.add_argument("--scaling-ops", type=int, default=10_000, help="ops of the demo stream for scaling")
     parser.add_argument("--seed", type=int, default=1)
 
 
@@ -212,7 +212,10 @@ def _plot(result: dict[str, Any], out: Path) -> None:
         axes[0].plot(ns, [p[mode]["us_per_op"] for p in points], marker="o", label=mode)
         axes[1].plot(ns, [p[mode]["max_rss_mb"] for p in points], marker="o", label=mode)
     one = points[0]["widen"]["us_per_op"]
-    axes[0].plot(ns, [one * (4 if n <= 100 else 20) for n in ns], linestyle=":", color="grey", label="4x / 20x one query")
+    targets = [(n, one * (4 if n <= 100 else 20)) for n in ns if n in (100, 1000)]
+    if targets:
+        axes[0].scatter([n for n, _ in targets], [t for _, t in targets], marker="_", s=400, color="grey",
+                        label="target: 4x (100) / 20x (1,000) one query")
     for ax, label in ((axes[0], "µs per op"), (axes[1], "peak RSS (MB)")):
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run-plan": ("streaming.cli.run_plan", "evaluate a plan of queries and aggregates over an op stream, with sharing"),
     "workload": ("streaming.cli.workload", "generate a schema and an op stream (synthetic, ecommerce, dblp, tpch)"),
     "asc": ("streaming.cli.asc", "evaluate selection predicates with attribute selection constructs"),
+    "wxquery": ("streaming.cli.wxquery", "WXQuery subscriptions over XML streams: APT, matching, shared evaluation"),
     "bench": ("streaming.cli.bench", "run a benchmark (cngen, eval, asc), writing JSON and PNG plots"),
 }
 

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "eval": "evaluation: CNEvalDynamic vs the operator mesh, static-dynamic",
     "asc": "selection constructs: macro, hybrid, ticket routing, fixed sequences",
     "sharing": "many saved queries over one stream: each alone vs sharing and widening",
+    "wxquery": "WXQuery sharing on the photons stream: 32 random subscriptions, none / match / widen",
 }
 
 

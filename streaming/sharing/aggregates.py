@@ -77,6 +77,12 @@ class AggregateClass:
                     emitted += self.aggregator.add(now, value)
         return self._emit(emitted)
 
+    @property
+    def signature(self) -> str:
+        """What a saved state belongs to: the shared window, the source and the subscribers."""
+        return repr((self.props.share_key, self.props.window, [(m.id, m.window, m.aggregate, m.having)
+                                                              for m in self.members]))
+
     def stats(self) -> dict[str, Any]:
         return {"subscribers": [m.id for m in self.members], "source_relation": self.source_relation,
                 "source_query": self.source_query, **self.aggregator.stats()}

@@ -218,6 +218,13 @@ class KeywordClass(ClassRuntime):
                     self._joined(relation, key, rows[relation][key])
         self.delivery.reset(self.live_results(), self.clock.now)
 
+    def insert(self, relation: str, key: Any, row: LiveTuple) -> None:
+        added = self.evaluator.insert(relation, key, row)
+        if added:
+            now, deliver = self.clock.now, self.delivery.add
+            for result in added:
+                deliver(result, now)
+
     def _insert(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
         return self.evaluator.insert(relation, key, row)
 

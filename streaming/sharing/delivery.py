@@ -70,20 +70,20 @@ class Delivery:
         """The members ``result`` belongs to at event time ``now``."""
         rows = self.store.rows
         mask = self.member_mask
-        oldest = None
         for relation, key in result.tuples:
-            row = rows[relation][key]
-            mask &= row.qmask
-            if oldest is None or row.ts < oldest:
-                oldest = row.ts
+            mask &= rows[relation][key].qmask
         if self.tmax_ok is not None:
             mask &= self.tmax_ok[len(result.tuples)]
         if self.narrow and mask:
-            assert oldest is not None
+            oldest = self._oldest(result)
             for window, bits in self.narrow.items():
                 if bits & mask and oldest + window <= now:
                     mask &= ~bits
         return mask
+
+    def _oldest(self, result: Result) -> float:
+        rows = self.store.rows
+        return min(rows[relation][key].ts for relation, key in result.tuples)
 
     def add(self, result: Result, now: float) -> None:
         """A class result appeared: give it to the members it belongs to."""
@@ -93,14 +93,14 @@ class Delivery:
         if not mask:
             self.undelivered += 1
             return
+        sink = self.sink
         for bit in bits_of(mask):
-            self.sink(bit, "add", result)
+            sink(bit, "add", result)
         if self.narrow:
             self._schedule(result, mask)
 
     def _schedule(self, result: Result, mask: int) -> None:
-        rows = self.store.rows
-        oldest = min(rows[relation][key].ts for relation, key in result.tuples)
+        oldest = self._oldest(result)
         for window, bits in self.narrow.items():
             if bits & mask:
                 self.schedule(oldest + window, window, result)

@@ -431,17 +431,24 @@ class SharedEngine(StreamEngine):
                     route |= holders[k].classes
         route |= self._filter_classes.get(relation, 0)
         classes = self.classes
-        for ci in bits_of(route):
-            cls = classes[ci]
+        evaluated = 0
+        while route:  # each class the tuple may matter to, lowest bit first
+            low = route & -route
+            route ^= low
+            cls = classes[low.bit_length() - 1]
             if cls is not None and cls.admits_new(relation, row):
-                self.class_evaluations += 1
+                evaluated += 1
                 cls.insert(relation, key, row)
+        self.class_evaluations += evaluated
 
     def _delete(self, relation: str, key: Any) -> list:
         row = self.store.rows[relation][key]
         classes = self.classes
-        for ci in bits_of(row.classes):
-            cls = classes[ci]
+        member_of = row.classes
+        while member_of:
+            low = member_of & -member_of
+            member_of ^= low
+            cls = classes[low.bit_length() - 1]
             if cls is not None:
                 self.class_evaluations += 1
                 cls.delete(relation, key, row)
@@ -511,6 +518,24 @@ class SharedEngine(StreamEngine):
                 if agg.alive and agg.pending == due:
                     agg.pending = None
                     self._arm(agg, agg.close(now))
+
+    def aggregate_state(self) -> dict[str, Any]:
+        """The running windows of every aggregate class (JSON), keyed by the class's signature."""
+        return {cls.signature: cls.aggregator.state() for cls in self.aggregate_classes}
+
+    def restore_aggregates(self, states: Mapping[str, Any]) -> int:
+        """Take back saved windows of the classes whose signature is unchanged; returns how many."""
+        restored = 0
+        for cls in self.aggregate_classes:
+            state = states.get(cls.signature)
+            cls.pending = None
+            if state is not None:
+                cls.aggregator.restore(state)
+                self._arm(cls, cls.aggregator.next_close)
+                restored += 1
+            elif self.last_ts is not None:  # a class without saved windows starts now
+                self._arm(cls, cls.start(self.last_ts))
+        return restored
 
     # -- output ------------------------------------------------------------------------
 

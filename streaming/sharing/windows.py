@@ -140,6 +140,17 @@ class Partial:
                 out.max = p.max
         return out
 
+    def to_json(self) -> list[Any]:
+        """The partial as JSON (exact: the float partials are kept as they are)."""
+        return [self.count, self.int_sum, list(self.float_sum), self.min, self.max]
+
+    @classmethod
+    def from_json(cls, doc: list[Any]) -> "Partial":
+        out = cls()
+        out.count, out.int_sum, floats, out.min, out.max = doc
+        out.float_sum = [float(x) for x in floats]
+        return out
+
     def _exact_sum(self) -> Fraction:
         return Fraction(self.int_sum) + sum((Fraction(x) for x in self.float_sum), Fraction(0))
 
@@ -336,6 +347,25 @@ class SharedWindowAggregator:
                         out.append(Emission(s.key, end, value))
         self._open_end = last + pane
         return out
+
+    def state(self) -> dict[str, Any]:
+        """Everything that changes as items arrive (JSON), for :meth:`restore` after a restart."""
+        return {"relaxed": list(self.relaxed), "panes": [p.to_json() for p in self._pane_partials],
+                "instances": [p.to_json() for p in self._relaxed], "open": self._open.to_json(),
+                "open_end": self._open_end, "items": self._items, "relaxed_instances": self.relaxed_instances}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`state` of an aggregator with the same subscribers and relaxed window."""
+        if tuple(state["relaxed"]) != tuple(self.relaxed):
+            raise ValueError(f"a state of relaxed window {state['relaxed']} for {self.relaxed}")
+        self._pane_partials.clear()
+        self._pane_partials.extend(Partial.from_json(p) for p in state["panes"])
+        self._relaxed.clear()
+        self._relaxed.extend(Partial.from_json(p) for p in state["instances"])
+        self._open = Partial.from_json(state["open"])
+        self._open_end = state["open_end"]
+        self._items = state["items"]
+        self.relaxed_instances = state["relaxed_instances"]
 
     @property
     def next_close(self) -> float | None:

@@ -28,7 +28,7 @@ from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
-__all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
+__all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "PROJECT_ROOT", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
 
 WARM_UP_BATCHES = 3
 WARM_UP_LINES = MIN_PARTITION_OPS  # a file per core, each its own partition
@@ -42,8 +42,17 @@ WARM_UP_LINES = MIN_PARTITION_OPS  # a file per core, each its own partition
 CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
+# The folder holding the ``streaming`` package. An executor's Python worker starts in the
+# executor's own directory (on a standalone cluster, below the worker's work dir), not in the
+# driver's, so it finds the package only through PYTHONPATH; the driver's interpreter
+# (PYSPARK_PYTHON) is the executors' too. Both are paths of this host: a worker on another
+# host needs the project and its virtualenv at the same paths.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
 def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator") -> SparkSession:
-    """A Spark session for an evaluator (or the tests): no UI, small shuffles, our Python, fast checkpoint writes."""
+    """A Spark session for an evaluator (or the tests): no UI, small shuffles, our Python and
+    package on the executors (local or on a cluster), fast checkpoint writes."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = (
@@ -55,6 +64,7 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
+        .config("spark.executorEnv.PYTHONPATH", str(PROJECT_ROOT))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

@@ -100,7 +100,7 @@ class EvaluatorProcess:
 
         from streaming.spark.job import spark_session, start_query, warm_up
 
-        spark = spark_session(self.args.master)
+        spark = spark_session(self.args.master, app_name=f"kwmonitor-evaluator-{self.args.evaluator}")
         query = None
         code = 0
         try:

@@ -3,7 +3,9 @@
 The integration test runs the streaming query in this process (the shared
 Spark session, ``availableNow``); the fault test runs the real evaluator
 process under the platform's supervisor, SIGKILLs it mid-stream and lets the
-supervisor restart it from its checkpoint.
+supervisor restart it from its checkpoint. Both run on local[2] and on the
+standalone test cluster (two workers), where they also check, from the
+cluster's own state, that the work ran on its executors.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from streaming.events import DeadLetter
 from streaming.evaluator import GroupEvaluator
 
 from .changes import cli_events, published
+from .on_cluster import assert_ran_on_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow]
 
@@ -77,8 +80,8 @@ def assert_same_as_cli(redis_client, stream, queries, ops, workdir, per_seq=True
         assert expected_live, "the workload should leave live results"
 
 
-def test_http_ingest_through_spark_equals_the_engine_cli(spark, client, shop_stream, redis_client, redis_url,
-                                                         settings, tmp_path):
+def test_http_ingest_through_spark_equals_the_engine_cli(spark_on_master, spark_master, client, shop_stream,
+                                                         redis_client, redis_url, settings, tmp_path):
     from streaming.spark.job import start_query
 
     stream, queries = shop_stream("landing")
@@ -100,7 +103,7 @@ def test_http_ingest_through_spark_equals_the_engine_cli(spark, client, shop_str
     checkpoint = tmp_path / "ck"
 
     def run_available():
-        query = start_query(spark, evaluator, redis_url, checkpoint, available_now=True)
+        query = start_query(spark_on_master, evaluator, redis_url, checkpoint, available_now=True)
         query.awaitTermination()
         assert query.exception() is None
 
@@ -123,6 +126,9 @@ def test_http_ingest_through_spark_equals_the_engine_cli(spark, client, shop_str
     assert stream_level == [i for i in range(99, 1200, 100)]  # one stream-level reject per 100 ops
     assert all(d.reason.endswith(("the key is already live", "no live tuple with this key"))
                for d in dead if d.seq is not None)
+    assert spark_on_master.sparkContext.master == spark_master.url
+    if spark_master.cluster:
+        assert_ran_on_cluster(spark_master.cluster, spark_on_master.sparkContext.applicationId)
 
 
 def _applied_seq(redis_client, evaluator_id) -> int:
@@ -136,11 +142,15 @@ def _running(redis_client, evaluator_id) -> bool:
 
 @pytest.mark.django_db(transaction=True)
 def test_sigkill_mid_stream_then_supervisor_restart_loses_and_duplicates_nothing(
-        client, shop_stream, redis_client, settings, tmp_path):
+        spark_master, spark_sessions, client, shop_stream, redis_client, settings, tmp_path):
     from kwmonitor.ingest.service import Ingestor
     from kwmonitor.streams.models import Evaluator
     from kwmonitor.streams.supervisor import Supervisor
 
+    if spark_master.cluster:  # the evaluators need its cores, which the test process's session holds
+        spark_sessions.close()
+    settings.SPARK_MASTER = spark_master.url
+    started_ms = time.time() * 1000
     stream, queries = shop_stream("redis")
     evaluator_id = stream.evaluator.pk
     # Small batches, so the kill lands mid-stream however slowly the first batch starts.
@@ -188,3 +198,9 @@ def test_sigkill_mid_stream_then_supervisor_restart_loses_and_duplicates_nothing
     # Results published before the kill and replays after it: the bus refuses duplicates, so the
     # change stream stays a valid history whose final live set is the CLI's.
     assert_same_as_cli(redis_client, stream, queries, ops, tmp_path, per_seq=False)
+    if spark_master.cluster:  # the killed evaluator and its restart: two applications on the cluster
+        apps = [app for app in spark_master.cluster.applications(f"kwmonitor-evaluator-{evaluator_id}")
+                if app["starttime"] >= started_ms]
+        assert len(apps) == 1 + row.restarts
+        for app in apps:
+            assert_ran_on_cluster(spark_master.cluster, app["id"])

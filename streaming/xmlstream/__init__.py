@@ -1,0 +1,1 @@
+"""XML data streams: DTDs, safe parsing of items, and the mapping of items to relation tuples."""
