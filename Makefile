@@ -1,17 +1,25 @@
 # kwmonitor: `make run` brings the demo up, `make test` runs every test,
 # `make cluster` runs a local Spark standalone cluster (SPARK_MASTER=... make run uses it).
+# run and test first check the Debian packages they need (scripts/system_packages.sh: installed
+# as root, else the command to run is named).
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 
-.PHONY: run test cluster venv env migrate clean-var
+.PHONY: run test cluster venv env migrate packages-run packages-test
 
-run: venv env
+run: packages-run venv env
 	scripts/run.sh
 
-test: venv env
+test: packages-test venv env
 	scripts/test.sh
+
+packages-run:
+	@scripts/system_packages.sh run
+
+packages-test:
+	@scripts/system_packages.sh test
 
 # Options: CLUSTER_ARGS="--workers 3 --port 7077" (python -m streaming.spark.cluster --help).
 cluster: venv

@@ -1,7 +1,8 @@
 """ASGI entry point: Django for http, Channels consumers for websockets.
 
-Websockets pass the allowed-hosts origin check, then authentication (session
-cookie or API token), then the dashboard's routes.
+Websockets pass the same-origin check (scheme, host and port of the Origin
+header against the request's own), then authentication (session cookie or API
+token), then the dashboard's routes.
 """
 
 import os
@@ -13,14 +14,14 @@ django_asgi_app = get_asgi_application()
 
 # Imported after Django is set up: consumers import models.
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from kwmonitor.accounts.middleware import TokenAuthMiddlewareStack  # noqa: E402
+from kwmonitor.dashboard.origin import SameOriginValidator  # noqa: E402
 from kwmonitor.dashboard.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -85,7 +85,25 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): scripts, styles and everything else from this site only; no inline
+# script or style (pages keep their JavaScript in static/, their data in json_script blocks), no framing.
+# connect-src 'self' covers the websocket feeds of the same host and port.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "kwmonitor.urls"
 WSGI_APPLICATION = "kwmonitor.wsgi.application"
@@ -106,8 +124,19 @@ TEMPLATES = [
     },
 ]
 
-VAR_DIR = BASE_DIR / "var"
+# Where the local state lives (SQLite default, landing files, checkpoints, logs).
+VAR_DIR = _path("VAR_DIR", "var")
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default is shared by web, worker and beat processes. WAL lets readers run beside the
+    # writer; IMMEDIATE transactions take the write lock at BEGIN, so two read-then-write transactions never
+    # deadlock on the lock upgrade (SQLite answers that with an immediate "database is locked", whatever the
+    # timeout), they queue for up to `timeout` seconds instead.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -150,31 +179,53 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Beat writes a heartbeat to Redis at every tick (kwmonitor.beat), so the dashboards can tell it runs.
+CELERY_BEAT_SCHEDULER = "kwmonitor.beat:HeartbeatScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 2.0
+# Each periodic task expires after one period: a round queued while no worker ran is worth nothing once
+# the next one is due, so a worker that comes back runs at most one of each instead of a burst.
 CELERY_BEAT_SCHEDULE = {
-    "supervise-evaluators": {"task": "kwmonitor.streams.tasks.supervise", "schedule": 3.0},
-    "persist-history": {"task": "kwmonitor.streams.tasks.persist_history", "schedule": 5.0},
-    "prune-landing-archives": {"task": "kwmonitor.streams.tasks.prune_landing_archives", "schedule": 600.0},
+    name: {"task": f"kwmonitor.streams.tasks.{task}", "schedule": period, "options": {"expires": period}}
+    for name, task, period in (
+        ("supervise-evaluators", "supervise", 3.0),
+        ("persist-history", "persist_history", 5.0),
+        ("prune-landing-archives", "prune_landing_archives", 600.0),
+    )
 }
 
 # Evaluators.
 SPARK_MASTER = env.str("SPARK_MASTER", default="local[2]")
-LANDING_DIR = _path("LANDING_DIR", "var/landing")
-CHECKPOINT_DIR = _path("CHECKPOINT_DIR", "var/checkpoints")
+LANDING_DIR = _path("LANDING_DIR", str(VAR_DIR / "landing"))
+CHECKPOINT_DIR = _path("CHECKPOINT_DIR", str(VAR_DIR / "checkpoints"))
+# Period of the ASC dropping monitor (tuples of a relation per period; a rearrangement is considered at the end
+# of each). Size it to the stream's rate: `make run` sets it to about ten seconds of the demo's products.
+ASC_MONITOR_PERIOD = env.int("ASC_MONITOR_PERIOD", default=10_000)
 # Committed landing files are archived; beat deletes those older than this (0: never).
 LANDING_ARCHIVE_HOURS = env.float("LANDING_ARCHIVE_HOURS", default=24.0)
 # Largest body the ingest endpoint accepts (bytes of NDJSON per request).
 INGEST_MAX_BYTES = env.int("INGEST_MAX_BYTES", default=8 * 1024 * 1024)
 # Command line of one evaluator process; placeholders {python} (this interpreter) {evaluator} {stream}
-# {redis_url} {checkpoint_dir} (this evaluator's) {master}.
+# {redis_url} {checkpoint_dir} (this evaluator's) {master} {asc_period}.
 EVALUATOR_COMMAND = shlex.split(
     env.str(
         "EVALUATOR_COMMAND",
         default="{python} -m streaming.spark --evaluator {evaluator} --redis-url {redis_url} "
-        "--checkpoint-dir {checkpoint_dir} --master {master}",
+        "--checkpoint-dir {checkpoint_dir} --master {master} --asc-period {asc_period}",
     )
 )
-# Seconds without a heartbeat after which a running evaluator is taken as dead.
+# Seconds without a heartbeat after which a running evaluator is taken as dead (and restarted).
 EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
+# Seconds without a heartbeat after which the dashboards show an evaluator as unresponsive (it beats every 2 s).
+EVALUATOR_UNRESPONSIVE_SECONDS = 6.0
+# Seconds a new evaluator process has to write its first heartbeat (it does so before it starts Spark).
+EVALUATOR_FIRST_HEARTBEAT_SECONDS = 20.0
+# Seconds without beat's heartbeat (written every 2 s) after which the dashboards say beat is down.
+BEAT_UNRESPONSIVE_SECONDS = 10.0
+# How long a worker ping's answer is reused, and how long a ping waits for a worker.
+WORKER_PING_CACHE_SECONDS = 5
+WORKER_PING_TIMEOUT_SECONDS = 1.0
+# The input rate of a stream is measured over this many seconds; a stream with no op in them is idle.
+INPUT_RATE_WINDOW_SECONDS = 10.0
 # Seconds a new process has to write its first heartbeat (a Spark driver starts slowly).
 EVALUATOR_START_GRACE_SECONDS = 120.0
 # Seconds of healthy running after which earlier failures no longer lengthen the backoff.

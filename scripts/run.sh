@@ -2,7 +2,8 @@
 # `make run`: bring the E-commerce demo up on this machine and keep it up until Ctrl-C.
 # Redis (started if none answers), migrations, the demo schema/user/stream/queries, then
 # daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder replaying
-# demo ops into the stream. Logs go to var/log/. Ctrl-C stops everything started here.
+# the demo feed into the stream. Logs go to $VAR_DIR/log/. Ctrl-C (or SIGTERM) stops everything
+# started here, every evaluator of this installation included (with their Spark JVMs), and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DJANGO_SETTINGS_MODULE=kwmonitor.settings
@@ -12,9 +13,15 @@ PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 DEMO_RATE="${DEMO_RATE:-20}"
-DEMO_OPS="${DEMO_OPS:-20000}"  # demo ops generated; fed at DEMO_RATE ops/s, one landing file a second
+DEMO_OPS="${DEMO_OPS:-20000}"  # demo ops generated; fed at DEMO_RATE ops/s
+export VAR_DIR="${VAR_DIR:-var}"
+VAR="$VAR_DIR"
+# The ASC monitor closes a period every ~10 s of the demo's products (~15% of its ops), and the feed
+# changes season every ~20 s, so dropping ratios and rearrangements show within the first minute.
+export ASC_MONITOR_PERIOD="${ASC_MONITOR_PERIOD:-$(( DEMO_RATE * 3 / 2 > 10 ? DEMO_RATE * 3 / 2 : 10 ))}"
+SHIFT_EVERY=$(( DEMO_RATE * 20 > 100 ? DEMO_RATE * 20 : 100 ))
 started_at=$(date +%s%N)
-mkdir -p var/log var/demo
+mkdir -p "$VAR/log" "$VAR/demo"
 
 scripts/ensure_env.sh
 setting() { $PY -c "import django; django.setup(); from django.conf import settings; print(settings.$1)"; }
@@ -26,40 +33,54 @@ $PY -c 'import sys, redis; redis.Redis.from_url(sys.argv[1], socket_connect_time
 scripts/ensure_redis.sh "$REDIS_URL"
 
 $PY manage.py migrate --noinput -v 0
-[ -s var/demo/password ] || (umask 077 && $PY -c 'import secrets; print(secrets.token_urlsafe(9))' > var/demo/password)
-DEMO_PASSWORD="$(cat var/demo/password)"
+[ -s "$VAR/demo/password" ] || (umask 077 && $PY -c 'import secrets; print(secrets.token_urlsafe(9))' > "$VAR/demo/password")
+DEMO_PASSWORD="$(cat "$VAR/demo/password")"
 demo="$($PY manage.py load_demo --password "$DEMO_PASSWORD")"
 STREAM_ID="$(sed -n "s/.*stream 'shop' (id \([0-9]*\)).*/\1/p" <<<"$demo")"
 [ -n "$STREAM_ID" ] || { echo "load_demo did not report the demo stream: $demo" >&2; exit 1; }
 
-# Demo ops: the engine's E-commerce workload generator (generated once, replayed on every run).
-if [ ! -s var/demo/ops.ndjson ]; then
-    $PY -m streaming workload ecommerce --out-dir var/demo/workload --ops "$DEMO_OPS" --seed 7 >/dev/null
-    mv var/demo/workload/ops.ndjson var/demo/ops.ndjson
-fi
+# The demo feed (generated once per size and season length, replayed on every run).
+FEED="$VAR/demo/feed-$DEMO_OPS-$SHIFT_EVERY.ndjson"
+[ -s "$FEED" ] || $PY manage.py write_demo_feed "$FEED" --ops "$DEMO_OPS" --shift-every "$SHIFT_EVERY" >/dev/null
 
+declare -A names=()
 pids=()
+start() {  # start NAME LOG COMMAND...: run a component in the background, remember its pid
+    local name=$1 log=$2
+    shift 2
+    "$@" >"$log" 2>&1 &
+    pids+=($!)
+    names[$!]=$name
+}
+stop() {  # stop PID: SIGTERM, wait, say so
+    local pid=$1
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "  stopped ${names[$pid]} (pid $pid)"
+}
 cleanup() {
     trap - INT TERM EXIT
+    set +e
     echo
     echo "stopping..."
-    $PY manage.py stop_evaluator shop >/dev/null 2>&1 || true
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [ "$redis_was_up" = no ] && [ -s var/redis/redis.pid ]; then
-        kill -TERM "$(cat var/redis/redis.pid)" 2>/dev/null || true
+    # The feeder first, then beat and the worker (so nothing restarts an evaluator), then every
+    # evaluator of this installation on this host with its Spark JVM, then the web server.
+    for role in "the feeder" "Celery beat" "the Celery worker"; do
+        for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "$role" ]; then stop "$pid"; fi; done
+    done
+    $PY manage.py halt_evaluators 2>&1 | sed 's/^/  /' || echo "  could not stop the evaluators: run .venv/bin/python manage.py halt_evaluators" >&2
+    for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "the web server" ]; then stop "$pid"; fi; done
+    if [ "$redis_was_up" = no ] && [ -s "$VAR/redis/redis.pid" ]; then
+        kill -TERM "$(cat "$VAR/redis/redis.pid")" 2>/dev/null && echo "  stopped redis-server (pid $(cat "$VAR/redis/redis.pid"))"
     fi
-    echo "stopped"
+    echo "stopped everything make run started"
 }
 trap 'cleanup; exit 0' INT TERM
 trap cleanup EXIT
 
-.venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application >var/log/web.log 2>&1 &
-pids+=($!)
-$PY -m celery -A kwmonitor worker --loglevel INFO --concurrency 2 >var/log/worker.log 2>&1 &
-pids+=($!)
-$PY -m celery -A kwmonitor beat --loglevel INFO --schedule var/celerybeat-schedule >var/log/beat.log 2>&1 &
-pids+=($!)
+start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
+start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
+start "Celery beat" "$VAR/log/beat.log" .venv/bin/celery -A kwmonitor beat --loglevel INFO --schedule "$VAR/celerybeat-schedule"
 
 URL="http://$HOST:$PORT/"
 web_up=no
@@ -71,8 +92,8 @@ for _ in $(seq 600); do
     sleep 0.2
 done
 if [ "$web_up" = no ]; then
-    echo "the web server does not answer on ${URL}accounts/login/; see var/log/web.log:" >&2
-    tail -n 20 var/log/web.log >&2
+    echo "the web server does not answer on ${URL}accounts/login/; see $VAR/log/web.log:" >&2
+    tail -n 20 "$VAR/log/web.log" >&2
     exit 1
 fi
 web_up_ms=$(( ($(date +%s%N) - started_at) / 1000000 ))
@@ -80,15 +101,14 @@ web_up_ms=$(( ($(date +%s%N) - started_at) / 1000000 ))
 # Each run replays the demo from its start: a fresh stream (seq 0, empty window and history).
 $PY manage.py reset_stream shop --no-input
 $PY manage.py start_evaluator shop
-$PY manage.py replay var/demo/ops.ndjson --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE" >var/log/feeder.log 2>&1 &
-pids+=($!)
+start "the feeder" "$VAR/log/feeder.log" $PY manage.py replay "$FEED" --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE"
 
 cat <<MSG
 
   kwmonitor is up: $URL   (web up ${web_up_ms} ms after start)
   log in as:  demo / $DEMO_PASSWORD   (staff: the admin is at ${URL}admin/)
-  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from var/demo/ops.ndjson
-  logs: var/log/{web,worker,beat,feeder,evaluator-*}.log        Ctrl-C stops everything
+  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from $FEED
+  logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log        Ctrl-C stops everything
 
 MSG
 wait "${pids[@]}"

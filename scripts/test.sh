@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Run the whole test suite (every marker) against the real PostgreSQL and Redis.
+# Run the whole test suite (every marker) against the real PostgreSQL and Redis, starting local ones
+# that do not answer (the system packages are checked by `make test` before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
 PY=.venv/bin/python
 
+scripts/ensure_postgres.sh
 if ! $PY - <<'PY'
 import os, sys
 import environ, psycopg

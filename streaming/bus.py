@@ -12,26 +12,42 @@ add nor lose a remove.
 A reader takes :func:`read_snapshot` (the hash and the last stream id, in one
 MULTI/EXEC) and then :func:`read_changes` after that id: no gap, no duplicate.
 
+The change stream also carries ``query.updated`` entries: the web tier
+publishes one after an edit of the query commits, together with the query's
+configuration in ``kw:query:{id}:config`` (:func:`publish_query_config`), so a
+snapshot includes the configuration it was taken at.
+
 Per stream, ``kw:stream:{id}:events`` carries evaluator status, batch
-metrics, dead letters, dropping ratios and rearrangements. Per evaluator,
+metrics, dead letters, dropping ratios and rearrangements, and
+``kw:stream:{id}:ingested`` one entry per ingested body (field ``n``: its op
+count), from which the input rate and the time of the last op are read
+(:func:`record_ingest`, :func:`read_input`). Per evaluator,
 ``kw:evaluator:{id}:plan`` holds the plan JSON written by the web tier and
-``kw:evaluator:{id}:heartbeat`` the last heartbeat (with a TTL).
+``kw:evaluator:{id}:heartbeat`` the last heartbeat (with a TTL). Celery beat
+writes ``kw:component:beat:heartbeat``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Iterable, Sequence
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from .events import (
     AggregateValue,
+    ComponentHeartbeat,
     EvaluatorStatus,
+    QueryConfig,
+    QueryUpdated,
     SharingReport,
     ResultAdded,
     ResultRemoved,
     ResultView,
+    Snapshot,
     parse_event,
 )
 
@@ -43,7 +59,10 @@ __all__ = [
     "publish_changes",
     "reconcile",
     "read_snapshot",
+    "SNAPSHOT_SEQ_SCAN",
+    "snapshot_of",
     "newest_first",
+    "publish_query_config",
     "read_changes",
     "publish_stream_event",
     "read_stream_events",
@@ -51,6 +70,11 @@ __all__ = [
     "read_plan",
     "write_heartbeat",
     "read_heartbeat",
+    "INGESTED_MAXLEN",
+    "record_ingest",
+    "read_input",
+    "write_component_heartbeat",
+    "read_component_heartbeat",
     "write_sharing_report",
     "read_sharing_report",
     "publish_aggregate_values",
@@ -58,6 +82,9 @@ __all__ = [
 
 CHANGES_MAXLEN = 100_000
 EVENTS_MAXLEN = 20_000
+INGESTED_MAXLEN = 10_000
+# A snapshot's last_seq is the seq of the newest change among this many newest entries.
+SNAPSHOT_SEQ_SCAN = 50
 
 
 class Keys:
@@ -70,6 +97,18 @@ class Keys:
     @staticmethod
     def changes(query_id: int) -> str:
         return f"kw:query:{query_id}:changes"
+
+    @staticmethod
+    def query_config(query_id: int) -> str:
+        return f"kw:query:{query_id}:config"
+
+    @staticmethod
+    def stream_ingested(stream_id: int) -> str:
+        return f"kw:stream:{stream_id}:ingested"
+
+    @staticmethod
+    def component_heartbeat(component: str) -> str:
+        return f"kw:component:{component}:heartbeat"
 
     @staticmethod
     def stream_events(stream_id: int) -> str:
@@ -117,9 +156,22 @@ class Keys:
         return f"kw:stream:{stream_id}:sharing"
 
 
-def connect(url: str) -> redis.Redis:
-    """A client that returns ``str`` (all our values are JSON text)."""
-    return redis.Redis.from_url(url, decode_responses=True)
+def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
+    """A client that returns ``str`` (all our values are JSON text).
+
+    With ``retry_seconds`` a command that meets a lost connection is retried
+    (backoff up to 1 s) for about that long, so a process rides through a Redis
+    restart instead of failing. Safe for the bus's writes: changes are
+    published by a script that ignores what is already applied, and the
+    evaluator's state is written with absolute values (a stream event whose
+    reply was lost may be appended twice). The web tier connects without it,
+    so a request fails fast while Redis is away.
+    """
+    if retry_seconds <= 0:
+        return redis.Redis.from_url(url, decode_responses=True)
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=int(retry_seconds) + 5)
+    return redis.Redis.from_url(url, decode_responses=True, retry=retry,
+                                retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
 # KEYS: live hash, change stream. ARGV: maxlen, then (kind, result key, payload) triples.
@@ -184,16 +236,52 @@ def read_snapshot(client: redis.Redis, query_id: int) -> tuple[str, list[ResultV
     return (last[0][0] if last else "0-0"), newest_first(values)
 
 
+def snapshot_of(query_id: int, live_values: Iterable[str], newest: Sequence[tuple[str, dict[str, str]]],
+                config: str | None) -> Snapshot:
+    """The snapshot payload from what one MULTI read: the live hash's values, the newest
+    entries of the change stream (newest first, up to :data:`SNAPSHOT_SEQ_SCAN`) and the config key."""
+    last_seq = None
+    for _, fields in newest:
+        seq = json.loads(fields["data"]).get("seq")
+        if seq is not None:
+            last_seq = seq
+            break
+    results = newest_first(live_values)
+    if last_seq is None and newest:  # only edits among the newest entries: the newest add is the best we know
+        last_seq = max((a.seq for a in map(ResultAdded.model_validate_json, live_values)), default=None)
+    return Snapshot(query=query_id, last_id=newest[0][0] if newest else "0-0", results=results, last_seq=last_seq,
+                    config=None if config is None else QueryConfig.model_validate_json(config))
+
+
 def newest_first(live_values: Iterable[str]) -> list[ResultView]:
     """The results of a live hash's values, newest add first (ties by key), as dashboards list them."""
     adds = sorted((ResultAdded.model_validate_json(v) for v in live_values), key=lambda a: (-a.seq, a.result.key))
     return [a.result for a in adds]
 
 
+# KEYS: config key, change stream. ARGV: config JSON, QueryUpdated JSON, announce ("1"/"0"), maxlen.
+_CONFIG = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[3] ~= '1' then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'data', ARGV[2])
+return 1
+"""
+
+
+def publish_query_config(client: redis.Redis, event: QueryUpdated, announce: bool = True) -> bool:
+    """Store a query's configuration and, if it changed and ``announce``, append the event to its
+    change stream, atomically. False when nothing was appended (unchanged, or not announced: a new query)."""
+    script = client.register_script(_CONFIG)
+    keys = [Keys.query_config(event.query), Keys.changes(event.query)]
+    return bool(script(keys=keys, args=[event.config.model_dump_json(), event.model_dump_json(),
+                                        "1" if announce else "0", CHANGES_MAXLEN]))
+
+
 def read_changes(
     client: redis.Redis, query_id: int, after_id: str, count: int = 500, block_ms: int | None = None
-) -> list[tuple[str, ResultAdded | ResultRemoved]]:
-    """Changes strictly after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
+) -> list[tuple[str, ResultAdded | ResultRemoved | QueryUpdated]]:
+    """Entries strictly after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
     if block_ms is None:
         entries = client.xrange(Keys.changes(query_id), min=f"({after_id}", count=count)
     else:
@@ -241,6 +329,34 @@ def read_heartbeat(client: redis.Redis, evaluator_id: int) -> EvaluatorStatus | 
     return None if raw is None else EvaluatorStatus.model_validate_json(raw)
 
 
+def record_ingest(client: redis.Redis, stream_id: int, ops: int) -> None:
+    """Note that ``ops`` ops of a stream were just ingested (the input rate is read from these)."""
+    if ops > 0:
+        client.xadd(Keys.stream_ingested(stream_id), {"n": ops}, maxlen=INGESTED_MAXLEN, approximate=True)
+
+
+def read_input(client: redis.Redis, stream_id: int, window_seconds: float,
+               now: float | None = None) -> tuple[float, float | None]:
+    """(ops ingested per second over the last ``window_seconds``, unix time of the last ingest or None)."""
+    now = time.time() if now is None else now
+    start_ms = int((now - window_seconds) * 1000)
+    key = Keys.stream_ingested(stream_id)
+    with client.pipeline(transaction=False) as pipe:
+        pipe.xrevrange(key, min=f"{start_ms}-0", count=INGESTED_MAXLEN)
+        pipe.xrevrange(key, count=1)
+        recent, last = pipe.execute()
+    ops = sum(int(fields["n"]) for _, fields in recent)
+    last_at = int(last[0][0].split("-")[0]) / 1000 if last else None
+    return ops / window_seconds, last_at
+
+
+def write_component_heartbeat(client: redis.Redis, beat: ComponentHeartbeat, ttl_seconds: int = 60) -> None:
+    client.set(Keys.component_heartbeat(beat.component), beat.model_dump_json(), ex=ttl_seconds)
+
+
+def read_component_heartbeat(client: redis.Redis, component: str) -> ComponentHeartbeat | None:
+    raw = client.get(Keys.component_heartbeat(component))
+    return None if raw is None else ComponentHeartbeat.model_validate_json(raw)
 # KEYS: cursor hash, stream events. ARGV: maxlen, then (aggregate id, window end, payload) triples.
 _PUBLISH_VALUES = """
 local n = 0

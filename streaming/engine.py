@@ -11,7 +11,7 @@ three evaluators:
   the window with CNEvalStatic, then CNEvalDynamic continues op by op;
 * ``mesh`` — the left-deep operator mesh of Markowetz et al. (the baseline).
 
-Stream rules are those of DESIGN.md ("Op stream"): before an op at time ``t``
+Stream rules are those of docs/ops.md: before an op at time ``t``
 every tuple inserted at ``s`` with ``s + W <= t`` expires, oldest first; a late
 op, the insert of a live key and the delete of a missing key are rejected
 with :class:`~streaming.ops.OpRejected` and change nothing (not even the

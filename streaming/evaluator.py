@@ -1,7 +1,7 @@
 """The group evaluator: a stream's plan, fed batch by batch, publishing to Redis.
 
-This is the Spark-free core of an evaluator process (DESIGN.md, "The
-evaluator"); ``streaming.spark`` only feeds it parsed batches. Every query
+This is the Spark-free core of an evaluator process (README, "How it
+runs"); ``streaming.spark`` only feeds it parsed batches. Every query
 and aggregate subscription of the stream is evaluated by one
 :class:`~streaming.sharing.engine.SharedEngine` (one store, one window, one
 keyword classification and one lattice per sharing class). Per batch:
@@ -45,8 +45,8 @@ import redis
 from . import bus
 from .asc.predicates import PredicateError
 from .evaluate.results import Result
-from .events import (AggregateValue, BatchMetrics, DeadLetter, ResultAdded, ResultRemoved, ResultView,
-                     SharingReport, TupleView, result_key)
+from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultAdded, ResultRemoved,
+                     ResultView, SharingReport, TupleView, result_key)
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, parse_op
 from .schema import Schema
@@ -392,7 +392,8 @@ class GroupEvaluator:
             self._views.clear()
             now = self.clock()
             events: list[Any] = [
-                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:10_000], reason=row.reason or "", ts=now)
+                DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS],
+                           reason=row.reason or "", ts=now)
                 for row in dead
             ]
             bus.publish_aggregate_values(self.client, self.stream_id, self._values)

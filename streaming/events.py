@@ -21,9 +21,17 @@ __all__ = [
     "Snapshot",
     "EvaluatorStatus",
     "BatchMetrics",
+    "DEAD_LETTER_LINE_CHARS",
     "DeadLetter",
     "DroppingRatio",
     "Rearrangement",
+    "QueryConfig",
+    "QueryUpdated",
+    "ComponentHeartbeat",
+    "ComponentHealth",
+    "StreamHealth",
+    "QueryHealth",
+    "HealthReport",
     "AggregateValue",
     "SharingReport",
     "Event",
@@ -67,13 +75,40 @@ class ResultRemoved(_Payload):
     result: ResultView
 
 
+class QueryConfig(_Payload):
+    """What a query asks for, as its dashboard shows it (the web tier publishes it after each edit)."""
+
+    name: str
+    keywords: list[str]
+    tmax: int
+    window_seconds: float | None
+    predicates: list[str]
+    enabled: bool
+    stream: int | None
+
+
+class QueryUpdated(_Payload):
+    """A query was edited (keywords, Tmax, window, predicates, enabled, stream): on its change stream."""
+
+    type: Literal["query.updated"] = "query.updated"
+    query: int
+    config: QueryConfig
+    ts: float
+
+
 class Snapshot(_Payload):
-    """The live set of a query at change-stream id ``last_id`` ("0-0": none yet)."""
+    """The live set of a query at change-stream id ``last_id`` ("0-0": none yet).
+
+    ``last_seq`` is the seq of the last change up to ``last_id`` (None: no change yet);
+    ``config`` the query's configuration as last published up to ``last_id`` (None: never).
+    """
 
     type: Literal["snapshot"] = "snapshot"
     query: int
     last_id: str
     results: list[ResultView]
+    last_seq: int | None = None
+    config: QueryConfig | None = None
 
 
 class EvaluatorStatus(_Payload):
@@ -85,6 +120,7 @@ class EvaluatorStatus(_Payload):
     host: str = ""
     plan_version: int = 0
     detail: str = ""
+    query_errors: dict[str, str] = Field(default_factory=dict)
     ts: float
 
 
@@ -104,11 +140,20 @@ class BatchMetrics(_Payload):
     ts: float
 
 
+# A dead letter keeps at most this many characters of its line.
+DEAD_LETTER_LINE_CHARS = 10_000
+
+
 class DeadLetter(_Payload):
+    """A rejected line: at ingest (``seq`` None) or by the evaluator (the op's seq).
+
+    ``line`` is None on the feed of a viewer who may not see raw lines (only staff may).
+    """
+
     type: Literal["deadletter"] = "deadletter"
     stream: int
     seq: int | None = None
-    line: str
+    line: str | None
     reason: str
     ts: float
 
@@ -139,6 +184,69 @@ class Rearrangement(_Payload):
     mu: float
     ts: float
 
+
+class ComponentHeartbeat(_Payload):
+    """A sign of life a Celery process writes to Redis (beat, at every tick of its scheduler)."""
+
+    type: Literal["component.heartbeat"] = "component.heartbeat"
+    component: Literal["beat"]
+    pid: int
+    host: str
+    ts: float
+
+
+class ComponentHealth(_Payload):
+    """Whether one part of the installation answers (the Celery worker, beat)."""
+
+    name: Literal["worker", "beat"]
+    alive: bool
+    detail: str = ""
+
+
+class StreamHealth(_Payload):
+    """A stream as it is now: its evaluator's liveness (from the heartbeat) and its input.
+
+    ``evaluator`` is the heartbeat's status while the heartbeat is fresh,
+    ``unresponsive`` when an evaluator that should run has none, else the
+    recorded status. ``input_rate`` is ops ingested per second over the last
+    ``rate_window`` seconds; ``idle`` says none came in that window, and
+    ``last_op_at`` when the last one did (unix time, None: never).
+    """
+
+    stream: int
+    evaluator: Literal["starting", "running", "stopping", "stopped", "failed", "restarting", "unresponsive"]
+    detail: str = ""
+    pid: int | None = None
+    host: str = ""
+    plan_version: int = 0
+    heartbeat_age: float | None = None
+    input_rate: float
+    rate_window: float
+    idle: bool
+    last_op_at: float | None = None
+
+
+class QueryHealth(_Payload):
+    """Whether a query is being evaluated, and if not, why."""
+
+    query: int
+    state: Literal["evaluating", "disabled", "error", "no stream", "not running"]
+    detail: str = ""
+
+
+class HealthReport(_Payload):
+    """What ``GET /status/`` answers: components, then the streams and queries the user may see."""
+
+    type: Literal["health"] = "health"
+    components: list[ComponentHealth]
+    streams: list[StreamHealth]
+    queries: list[QueryHealth]
+    ts: float
+
+    @property
+    def down(self) -> list[ComponentHealth]:
+        """The components that are not alive."""
+        return [c for c in self.components if not c.alive]
 
 class AggregateValue(_Payload):
     """One closed window of an aggregate subscription (only values passing its ``having``)."""
@@ -174,6 +282,7 @@ Event = Annotated[
     Union[
         ResultAdded,
         ResultRemoved,
+        QueryUpdated,
         Snapshot,
         EvaluatorStatus,
         BatchMetrics,

@@ -1,4 +1,4 @@
-"""Tokenizer and keyword-set classification (DESIGN.md, "Keywords").
+"""Tokenizer and keyword-set classification (docs/schema.md, "Keywords").
 
 A tuple *contains* keyword ``k`` iff ``k`` (casefolded) equals one of its
 tokens, the tokens being ``re.findall(r"[^\\W_]+", value.casefold())`` over the

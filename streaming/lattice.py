@@ -53,8 +53,9 @@ class LatticeNode:
 class Lattice:
     """The lattice of a CN set; build it with :meth:`build` or :meth:`from_cns`.
 
-    >>> from streaming.schema import load_schema
-    >>> lattice = Lattice.build(load_schema("../shared/examples/ecommerce/schema.json"), 2, 3)
+    >>> from streaming.schema import Schema
+    >>> from streaming.workloads.ecommerce import SCHEMA_DOC
+    >>> lattice = Lattice.build(Schema.from_dict(SCHEMA_DOC), 2, 3)
     >>> lattice.counts()["roots"], len(lattice)
     (26, 34)
     >>> lattice.nodes[lattice.roots[-1]].code

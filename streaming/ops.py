@@ -1,6 +1,6 @@
 """Op stream parsing: one NDJSON line (or decoded object) -> a validated :class:`Op`.
 
-The shape is the contract of DESIGN.md ("Op stream")::
+The shape is the contract of docs/ops.md::
 
     {"op":"insert","relation":"Order","tuple":{"oid":9,"cid":5},"ts":12.0}
     {"op":"delete","relation":"Order","key":9,"ts":13.5}

@@ -1,6 +1,6 @@
 """Schema graph: relations, attributes and foreign keys, loaded from JSON.
 
-The JSON shape is the contract of DESIGN.md::
+The JSON shape is the contract of docs/schema.md::
 
     {"name": "ecommerce",
      "relations": [{"name": "Order", "key": "oid",

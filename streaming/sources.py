@@ -7,7 +7,7 @@ A stored line is the op's JSON object with ``seq`` as its first field::
 
     {"seq":17,"op":"insert","relation":"Order","tuple":{...},"ts":12.0}
 
-Two sources (DESIGN.md, "The evaluator"):
+Two sources (README, "How it runs"):
 
 - a **landing directory** ``{LANDING_DIR}/{stream_id}/`` of NDJSON files, each
   written to a hidden temporary name and renamed into place (readers never see
@@ -163,7 +163,9 @@ class LandingWriter:
         lock = self.client.lock(
             Keys.stream_lock(self.stream_id), timeout=_LOCK_TIMEOUT_S, blocking_timeout=_LOCK_TIMEOUT_S
         )
-        with lock:
+        if not lock.acquire():
+            raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {_LOCK_TIMEOUT_S} s")
+        try:
             first = allocate_seqs(self.client, self.stream_id, len(ops))
             text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
             fd, tmp = tempfile.mkstemp(prefix=f".{first:020d}.", suffix=".tmp", dir=self.directory)
@@ -176,6 +178,11 @@ class LandingWriter:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+        finally:
+            try:
+                lock.release()
+            except redis.RedisError:  # Redis went away: the lock expires by itself; the ops are stored
+                pass
         return list(range(first, first + len(ops)))
 
 

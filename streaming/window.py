@@ -4,7 +4,7 @@
 with an index of every foreign-key value (so "which live tuples reference this
 key" is one dict lookup). :class:`SlidingWindow` remembers insertion times and
 yields the tuples whose lifespan ``[s, s + W)`` has ended before an op at time
-``t`` (``s + W <= t``), oldest first, as DESIGN.md ("Op stream") requires.
+``t`` (``s + W <= t``), oldest first, as docs/ops.md ("Windows") requires.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .models import Attribute, ForeignKey, Relation, Schema
 
 
 class SchemaImportForm(forms.Form):
-    document = forms.FileField(label="Schema JSON file", help_text="The schema JSON document of DESIGN.md.")
+    document = forms.FileField(label="Schema JSON file", help_text="The schema JSON document (docs/schema.md).")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     replace = forms.BooleanField(required=False, help_text="Overwrite a schema of the same name.")
 

@@ -1,4 +1,4 @@
-"""Schemas: relations, attributes and foreign keys, mirroring the schema JSON of DESIGN.md.
+"""Schemas: relations, attributes and foreign keys, mirroring the schema JSON of docs/schema.md.
 
 The JSON document is the contract (``streaming.schema`` validates it); these
 rows are its editable form. :meth:`Schema.to_document` and

@@ -1,15 +1,20 @@
 """Who may see what: a query is visible to its owner and to staff; a stream to
-staff and to the owners of queries on it. Used by pages and websockets alike."""
+staff and to the owners of queries on it; a schema to staff and to the owners
+of queries on it or on one of its streams. Raw dead-letter lines (whatever a
+client sent) are for staff only; other viewers of a stream see their reasons.
+Used by pages and websockets alike."""
 
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from kwmonitor.catalog.models import Schema
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.models import Stream
 
-__all__ = ["visible_queries", "visible_streams", "may_view_query", "may_view_stream"]
+__all__ = ["visible_queries", "visible_streams", "visible_schemas", "may_view_query", "may_view_stream",
+           "may_see_dead_letter_lines"]
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -26,6 +31,19 @@ def visible_streams(user: User) -> QuerySet[Stream]:
         return Stream.objects.none()
     streams = Stream.objects.select_related("schema")
     return streams if user.is_staff else streams.filter(queries__owner=user).distinct()
+
+
+def visible_schemas(user: User) -> QuerySet[Schema]:
+    if not user.is_authenticated or not user.is_active:
+        return Schema.objects.none()
+    if user.is_staff:
+        return Schema.objects.all()
+    return Schema.objects.filter(Q(queries__owner=user) | Q(streams__queries__owner=user)).distinct()
+
+
+def may_see_dead_letter_lines(user: User) -> bool:
+    """Raw rejected lines may hold anything a client sent (other tenants' data, secrets): staff only."""
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
 
 
 def may_view_query(user: User, query_id: int) -> bool:

@@ -116,4 +116,5 @@ class StreamFeedConsumer(_FeedConsumer):
     def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
         replay = params.get("replay", "")
         count = min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
-        return feeds.stream_messages(client, object_id, params.get("after"), replay=count)
+        withhold = not access.may_see_dead_letter_lines(self.scope["user"])
+        return feeds.stream_messages(client, object_id, params.get("after"), replay=count, withhold_lines=withhold)

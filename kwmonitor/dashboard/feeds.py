@@ -1,6 +1,6 @@
 """The live feeds: the messages a websocket sends for one query or one stream.
 
-Query feed (the snapshot-then-changes protocol of DESIGN.md): a ``snapshot``
+Query feed (the snapshot-then-changes protocol of docs/feeds.md): a ``snapshot``
 payload (the live set and the change-stream id it includes), then every change
 after that id, each change being its typed payload plus ``"id"``: its entry id.
 A reader that already holds the set up to some id passes it as ``after`` and
@@ -11,7 +11,8 @@ MULTI/EXEC with the stream's trimming horizon, so a reader that fell behind the
 trimming is resynchronised by a snapshot instead of silently missing changes.
 
 Stream feed: stream-level payloads (evaluator status, batch metrics, dead
-letters, dropping ratios, rearrangements), each plus ``"id"``; without
+letters, dropping ratios, rearrangements), each plus ``"id"``; dead letters
+carry their raw line only for viewers allowed to see it (staff); without
 ``after`` it starts with the last ``replay`` of them. It is a log, not a set:
 an ``after`` older than what Redis still keeps resumes from the oldest kept.
 
@@ -29,8 +30,8 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from streaming.bus import Keys, newest_first
-from streaming.events import Snapshot, parse_event
+from streaming.bus import SNAPSHOT_SEQ_SCAN, Keys, snapshot_of
+from streaming.events import DeadLetter, Snapshot, parse_event
 
 __all__ = [
     "BATCH",
@@ -107,12 +108,13 @@ def _resumable(info: StreamInfo | None, cursor: str) -> bool:
 
 
 async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
-    """The live set and the id of the last change it includes, in one MULTI/EXEC."""
+    """The live set, the id (and seq) of the last change it includes and the query's configuration, in one MULTI/EXEC."""
     async with client.pipeline(transaction=True) as pipe:
         pipe.hvals(Keys.live(query_id))
-        pipe.xrevrange(Keys.changes(query_id), count=1)
-        values, last = await pipe.execute()
-    return Snapshot(query=query_id, last_id=last[0][0] if last else "0-0", results=newest_first(values))
+        pipe.xrevrange(Keys.changes(query_id), count=SNAPSHOT_SEQ_SCAN)
+        pipe.get(Keys.query_config(query_id))
+        values, newest, config = await pipe.execute()
+    return snapshot_of(query_id, values, newest, config)
 
 
 async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None]:
@@ -156,31 +158,38 @@ async def query_messages(
             await client.xread({Keys.changes(query_id): cursor}, count=1, block=block_ms)
 
 
-def _stream_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
+def _stream_message(entry_id: str, fields: dict[str, str], withhold_lines: bool) -> dict[str, Any] | None:
     try:
-        return _with_id(parse_event(fields["data"]), entry_id)
+        event = parse_event(fields["data"])
     except (KeyError, ValidationError):
         logger.warning("stream event %s is not a known payload; skipped", entry_id)
         return None
+    if withhold_lines and isinstance(event, DeadLetter):
+        event = event.model_copy(update={"line": None})
+    return _with_id(event, entry_id)
 
 
 async def stream_messages(
-    client: Redis, stream_id: int, after: str | None = None, replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS
+    client: Redis, stream_id: int, after: str | None = None, replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS,
+    withhold_lines: bool = True,
 ) -> AsyncIterator[dict[str, Any]]:
-    """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever."""
+    """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever.
+
+    With ``withhold_lines`` (every viewer but staff) dead letters come without their raw line.
+    """
     key = Keys.stream_events(stream_id)
     cursor = after
     if cursor is None:
         tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
         cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
         for entry_id, fields in tail[-replay:] if replay > 0 else []:
-            message = _stream_message(entry_id, fields)
+            message = _stream_message(entry_id, fields, withhold_lines)
             if message is not None:
                 yield message
     while True:
         reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
         for entry_id, fields in reply[0][1] if reply else []:
             cursor = entry_id
-            message = _stream_message(entry_id, fields)
+            message = _stream_message(entry_id, fields, withhold_lines)
             if message is not None:
                 yield message

@@ -11,4 +11,6 @@ urlpatterns = [
     path("queries/<int:pk>/", views.query_detail, name="query"),
     path("streams/<int:pk>/", views.stream_detail, name="stream"),
     path("schemas/<int:pk>/", views.schema_detail, name="schema"),
+    path("status/", views.status, name="status"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

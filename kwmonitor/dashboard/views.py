@@ -1,8 +1,11 @@
-"""Dashboard pages: overview, query, stream and schema.
+"""Dashboard pages (overview, query, stream, schema), the status endpoint and the error pages.
 
 Pages are server-rendered from the database and the current state in Redis;
 the live parts are then kept up to date by the websocket feeds (see
-``static/kwmonitor/js/``), which the pages join at the ids they were rendered at.
+``static/kwmonitor/js/``), which the pages join at the ids they were rendered at,
+and by polling ``GET /status/`` (:mod:`kwmonitor.dashboard.health`), which says
+what is alive: an evaluator that stopped beating, a dead worker or beat, an
+idle stream show within seconds although no event announces them.
 """
 
 from __future__ import annotations
@@ -12,47 +15,47 @@ import time
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
+from django.urls import reverse
+from redis.exceptions import RedisError
 
-from kwmonitor.catalog.models import Schema
 from kwmonitor.streams.connection import redis_client
+from kwmonitor.streams.sender import query_config
 from streaming import bus
-from streaming.events import BatchMetrics, EvaluatorStatus, parse_event
+from streaming.events import BatchMetrics, HealthReport, parse_event
 from streaming.schema import SchemaError
 
-from .access import visible_queries, visible_streams
+from .access import may_see_dead_letter_lines, visible_queries, visible_schemas, visible_streams
+from .health import health_report
 from .schema_graph import draw_schema
 
-__all__ = ["overview", "query_detail", "stream_detail", "schema_detail"]
+__all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status", "favicon"]
 
 RATE_WINDOW_SECONDS = 300
 RATE_SCAN_LIMIT = 20_000
-STATUS_SCAN = 200
+METRICS_SCAN = 200
 STREAM_PAGE_REPLAY = 5_000
+# How often the pages poll GET /status/ (milliseconds).
+STATUS_POLL_MS = 3_000
 
 
-def _stream_state(stream_id: int, evaluator: Any) -> dict[str, Any]:
-    """The latest status and batch metrics of a stream, from its Redis event stream and heartbeat."""
-    client = redis_client()
-    entries = client.xrevrange(bus.Keys.stream_events(stream_id), count=STATUS_SCAN)
-    state: dict[str, Any] = {"last_id": entries[0][0] if entries else "0-0", "metrics": None, "status": None}
+def _last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
+    """The id of the stream's last event and its last batch metrics (None if none among the last few)."""
+    entries = redis_client().xrevrange(bus.Keys.stream_events(stream_id), count=METRICS_SCAN)
     for _, fields in entries:
         try:
             event = parse_event(fields["data"])
         except ValueError:
             continue
-        if state["metrics"] is None and isinstance(event, BatchMetrics):
-            state["metrics"] = event
-        if state["status"] is None and isinstance(event, EvaluatorStatus):
-            state["status"] = event.status
-    heartbeat = bus.read_heartbeat(client, evaluator.pk) if evaluator is not None else None
-    if heartbeat is not None:
-        state["status"] = heartbeat.status
-    elif state["status"] is None and evaluator is not None:
-        state["status"] = evaluator.status
-    state["heartbeat"] = heartbeat
-    return state
+        if isinstance(event, BatchMetrics):
+            return entries[0][0], event
+    return (entries[0][0] if entries else "0-0"), None
+
+
+def _status_config(report: HealthReport) -> dict[str, Any]:
+    return {"url": reverse("dashboard:status"), "every_ms": STATUS_POLL_MS, "report": report.model_dump(mode="json")}
 
 
 @login_required
@@ -64,15 +67,23 @@ def overview(request: HttpRequest) -> HttpResponse:
         for q in queries:
             pipe.hlen(bus.Keys.live(q.pk))
         live_counts = pipe.execute()
-    rows = [{"stream": s, "state": _stream_state(s.pk, getattr(s, "evaluator", None))} for s in streams]
+    report = health_report(request.user)
+    health = {s.stream: s for s in report.streams}
+    states = {q.query: q for q in report.queries}
+    rows = []
+    for stream in streams:
+        last_id, metrics = _last_metrics(stream.pk)
+        rows.append({"stream": stream, "health": health.get(stream.pk), "metrics": metrics, "last_id": last_id})
     return render(
         request,
         "dashboard/overview.html",
         {
             "stream_rows": rows,
-            "query_rows": [{"query": q, "live": n} for q, n in zip(queries, live_counts)],
-            "schemas": Schema.objects.order_by("name"),
-            "feeds": [{"stream": r["stream"].pk, "after": r["state"]["last_id"]} for r in rows],
+            "query_rows": [{"query": q, "live": n, "health": states.get(q.pk)} for q, n in zip(queries, live_counts)],
+            "schemas": visible_schemas(request.user).order_by("name"),
+            "report": report,
+            "feeds": [{"stream": r["stream"].pk, "after": r["last_id"]} for r in rows],
+            "status": _status_config(report),
         },
     )
 
@@ -83,36 +94,43 @@ def _rate_history(query_id: int, now_ms: int) -> list[list[int]]:
     entries = redis_client().xrevrange(bus.Keys.changes(query_id), min=f"{start}-0", count=RATE_SCAN_LIMIT)
     buckets: dict[int, list[int]] = {}
     for entry_id, fields in entries:
+        kind = json.loads(fields["data"])["type"]
+        if kind not in ("result.add", "result.remove"):
+            continue
         second = int(entry_id.split("-")[0]) // 1000
         bucket = buckets.setdefault(second, [second, 0, 0])
-        bucket[1 if json.loads(fields["data"])["type"] == "result.add" else 2] += 1
+        bucket[1 if kind == "result.add" else 2] += 1
     return sorted(buckets.values())
 
 
 @login_required
 def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    query = get_object_or_404(visible_queries(request.user), pk=pk)
+    query = get_object_or_404(visible_queries(request.user).prefetch_related("predicates"), pk=pk)
     client = redis_client()
     with client.pipeline(transaction=False) as pipe:
         pipe.hlen(bus.Keys.live(query.pk))
         pipe.xlen(bus.Keys.changes(query.pk))
         live, changes = pipe.execute()
+    report = health_report(request.user, stream_ids=[query.stream_id] if query.stream_id else [], query_ids=[query.pk])
+    config = query_config(query)
     return render(
         request,
         "dashboard/query.html",
         {
             "query": query,
-            "keywords": query.keyword_list(),
-            "predicates": list(query.predicates.all()),
+            "config": config,
             "live": live,
             "changes": changes,
-            "config": {
+            "health": report.queries[0],
+            "report": report,
+            "page": {
                 "query": query.pk,
-                "keywords": query.keyword_list(),
+                "config": config.model_dump(mode="json"),
                 "feed": f"/ws/queries/{query.pk}/",
                 "rates": _rate_history(query.pk, int(time.time() * 1000)),
                 "window": RATE_WINDOW_SECONDS,
             },
+            "status": _status_config(report),
         },
     )
 
@@ -121,22 +139,30 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
     stream = get_object_or_404(visible_streams(request.user).select_related("evaluator"), pk=pk)
     evaluator = getattr(stream, "evaluator", None)
+    report = health_report(request.user, stream_ids=[stream.pk], query_ids=[])
+    _, metrics = _last_metrics(stream.pk)
+    show_lines = may_see_dead_letter_lines(request.user)
     return render(
         request,
         "dashboard/stream.html",
         {
             "stream": stream,
             "evaluator": evaluator,
-            "state": _stream_state(stream.pk, evaluator),
+            "health": report.streams[0],
+            "metrics": metrics,
+            "report": report,
+            "show_lines": show_lines,
             "queries": visible_queries(request.user).filter(stream=stream).order_by("name"),
-            "config": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}"},
+            "page": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}",
+                     "show_lines": show_lines},
+            "status": _status_config(report),
         },
     )
 
 
 @login_required
 def schema_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    schema = get_object_or_404(Schema, pk=pk)
+    schema = get_object_or_404(visible_schemas(request.user), pk=pk)
     try:
         drawing, error = draw_schema(schema.graph()), ""
     except SchemaError as exc:
@@ -146,3 +172,28 @@ def schema_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "dashboard/schema.html",
         {"schema": schema, "drawing": drawing, "error": error, "streams": visible_streams(request.user).filter(schema=schema)},
     )
+
+
+def status(request: HttpRequest) -> JsonResponse:
+    """``GET /status/``: the :class:`~streaming.events.HealthReport` of what the user may see (JSON).
+
+    ``?streams=1,2&queries=3`` narrows it to those ids; 401 when not logged in,
+    503 when Redis does not answer (then nothing can be said about the rest).
+    """
+    if not request.user.is_authenticated:
+        return JsonResponse({"error": "log in first"}, status=401)
+
+    def ids(name: str) -> list[int] | None:
+        raw = request.GET.get(name)
+        return None if raw is None else [int(v) for v in raw.split(",") if v.strip().isdigit()]
+
+    try:
+        report = health_report(request.user, stream_ids=ids("streams"), query_ids=ids("queries"))
+    except RedisError as exc:
+        return JsonResponse({"error": f"the bus (Redis) does not answer: {exc}"}, status=503)
+    return JsonResponse(report.model_dump(mode="json"))
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico`` for clients that ask for it without reading the page's icon link."""
+    return redirect(static("kwmonitor/favicon.svg"), permanent=True)

@@ -3,7 +3,9 @@
 The body is read up to ``settings.INGEST_MAX_BYTES`` (413 beyond); every line
 is validated on its own, good lines are stored with their seq, bad ones are
 reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
-was accepted or the body holds no line, 400 when every line was rejected.
+was accepted or the body holds no line, 400 when every line was rejected, 503
+(with ``Retry-After``) when Redis, which assigns the seqs, does not answer:
+then no op was stored and the client sends the body again (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kwmonitor.streams.models import Stream
 
@@ -53,6 +57,9 @@ def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
     body = request.read(limit + 1)
     if len(body) > limit:
         return _error(413, f"body is larger than the limit of {limit} bytes")
-    result = Ingestor(stream).ingest(body.split(b"\n"))
+    try:
+        result = Ingestor(stream).ingest(body.split(b"\n"))
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        return _error(503, f"the stream's bus (Redis) does not answer, nothing was stored: {exc}", **{"Retry-After": "2"})
     status = 400 if result.errors and not result.accepted else 200
     return JsonResponse(result.to_json(), status=status)

@@ -1,5 +1,6 @@
 """Signal handlers: a new stream gets its evaluator row; any change to what a
-stream's evaluator must compute publishes a new plan after commit."""
+stream's evaluator must compute publishes a new plan after commit; an edited
+query (or its predicates) is announced to its dashboard after commit."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predic
 
 from .models import Evaluator, Stream
 from .plans import publish_plan_on_commit
+from .sender import send_query_update
 
 
 @receiver(post_save, sender=Stream)
@@ -38,6 +40,7 @@ def query_saved(sender, instance: KeywordQuery, **kwargs) -> None:
     if previous != instance.stream_id:
         publish_plan_on_commit(previous)
     publish_plan_on_commit(instance.stream_id)
+    send_query_update(instance.pk, created=kwargs.get("created", False))
 
 
 @receiver(post_delete, sender=KeywordQuery)
@@ -51,6 +54,7 @@ def predicate_changed(sender, instance: Predicate, **kwargs) -> None:
         return
     stream_id = KeywordQuery.objects.filter(pk=instance.query_id).values_list("stream_id", flat=True).first()
     publish_plan_on_commit(stream_id)
+    send_query_update(instance.query_id)
 
 
 @receiver([post_save, post_delete], sender=AggregateSubscription)

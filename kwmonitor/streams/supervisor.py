@@ -156,6 +156,24 @@ def _signal_group(pid: int, start_ticks: int | None, sig: int) -> None:
             pass
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group led by ``pgid`` (an evaluator's, with its JVM) still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Supervisor:
     """The operator actions on evaluators; every method works on committed rows."""
 
@@ -173,6 +191,7 @@ class Supervisor:
             "redis_url": settings.REDIS_URL,
             "checkpoint_dir": evaluator.checkpoint_dir(),
             "master": settings.SPARK_MASTER,
+            "asc_period": settings.ASC_MONITOR_PERIOD,
         }
         return [arg.format(**values) for arg in self.config.command]
 
@@ -218,6 +237,35 @@ class Supervisor:
             if evaluator.desired == "stopped" and not self._runs_here(evaluator):
                 self._set_stopped(evaluator, f"stopped by the operator{detail}")
         return evaluator
+
+    def halt_local(self) -> list[tuple[Evaluator, int, str]]:
+        """Stop every evaluator process running on this host, keeping what the operator asked for.
+
+        For shutting the installation down (``make run`` on Ctrl-C): each
+        process group (the evaluator and its Spark JVM) gets SIGTERM, then
+        SIGKILL after the stop timeout; the row is marked stopped with its
+        ``desired`` state kept, so the next supervision round after a restart
+        brings back the evaluators that should run. Returns (evaluator, pid,
+        detail) of each process stopped.
+        """
+        halted = []
+        for evaluator_id in Evaluator.objects.filter(host=self.hostname, pid__isnull=False).order_by("pk") \
+                .values_list("pk", flat=True):
+            with transaction.atomic():
+                evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+                pid, start = evaluator.pid, evaluator.process_start
+                if not pid or not self._runs_here(evaluator):
+                    continue
+                evaluator.status = "stopping"
+                evaluator.save(update_fields=["status"])
+                send_status(evaluator, "stopping", "the installation is shutting down")
+            detail = "the installation shut down" + self._terminate_process(pid, start)
+            with transaction.atomic():
+                evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
+                if evaluator.pid == pid:
+                    self._set_stopped(evaluator, detail)
+            halted.append((evaluator, pid, detail))
+        return halted
 
     def supervise(self) -> list[tuple[int, str]]:
         """One supervision round over every evaluator; returns (evaluator id, action) pairs."""
@@ -343,7 +391,10 @@ class Supervisor:
         log.warning("evaluator %s failed (%s); restart in %.0f s", evaluator.pk, reason, delay)
 
     def _terminate_process(self, pid: int, start_ticks: int | None) -> str:
-        """SIGTERM the process group, SIGKILL it after the stop timeout; returns a note if killed."""
+        """SIGTERM the process group, SIGKILL it after the stop timeout; returns a note if killed.
+
+        Waits for the whole group (the evaluator and its Spark JVM), not only its leader.
+        """
         _signal_group(pid, start_ticks, signal.SIGTERM)
         deadline = time.monotonic() + self.config.stop_timeout
         while process_alive(pid, start_ticks) and time.monotonic() < deadline:
@@ -351,6 +402,11 @@ class Supervisor:
         if process_alive(pid, start_ticks):
             _signal_group(pid, start_ticks, signal.SIGKILL)
             return f"; killed after {self.config.stop_timeout:.0f} s"
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _group_alive(pid):
+            _kill_group(pid)
+            return f"; what remained of its process group was killed after {self.config.stop_timeout:.0f} s"
         return ""
 
     def _terminate(self, evaluator: Evaluator, detail: str) -> None:

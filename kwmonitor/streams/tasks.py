@@ -3,7 +3,7 @@
 Arguments and results are plain JSON (primary keys, never objects). Beat
 runs :func:`supervise` and :func:`persist_history` every few seconds and
 :func:`prune_landing_archives` every ten minutes (see ``CELERY_BEAT_SCHEDULE``
-in the settings).
+in the settings, where each gets an expiry of one period).
 """
 
 from __future__ import annotations
@@ -37,17 +37,17 @@ def stop_evaluator(evaluator_id: int) -> dict:
     return _describe(Supervisor().stop(evaluator_id))
 
 
-@shared_task(name="kwmonitor.streams.tasks.supervise", expires=10)
+@shared_task(name="kwmonitor.streams.tasks.supervise")
 def supervise() -> list:
     return [list(action) for action in Supervisor().supervise()]
 
 
-@shared_task(name="kwmonitor.streams.tasks.persist_history", expires=30)
+@shared_task(name="kwmonitor.streams.tasks.persist_history")
 def persist_history() -> dict:
     return HistoryPersister(redis_client()).run()
 
 
-@shared_task(name="kwmonitor.streams.tasks.prune_landing_archives", expires=300)
+@shared_task(name="kwmonitor.streams.tasks.prune_landing_archives")
 def prune_landing_archives() -> dict:
     """Delete archived landing files older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
     hours = settings.LANDING_ARCHIVE_HOURS

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nts": ("streaming.cli.nts", "count or list network templates (InitNTGen on G1)"),
     "cns": ("streaming.cli.cns", "generate the candidate networks of a query"),
     "run": ("streaming.cli.run", "evaluate a keyword query over an op stream, writing add/remove events"),
+    "compare": ("streaming.cli.compare", "compare two event files of `run` (live sets after every op)"),
     "run-plan": ("streaming.cli.run_plan", "evaluate a plan of queries and aggregates over an op stream, with sharing"),
     "workload": ("streaming.cli.workload", "generate a schema and an op stream (synthetic, ecommerce, dblp, tpch)"),
     "asc": ("streaming.cli.asc", "evaluate selection predicates with attribute selection constructs"),

@@ -1,6 +1,6 @@
 """``python -m streaming run``: evaluate one keyword query over an NDJSON op stream.
 
-Writes one event per line (DESIGN.md, "Engine CLI")::
+Writes one event per line (docs/cli.md)::
 
     {"seq": 17, "type": "add", "tuples": [["Customer",5],["Order",9]], "edges": [...]}
 

@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     syn.add_argument("--tmax", type=int, default=4, help="tmax of the suggested query")
     other = parser.add_argument_group("ecommerce / dblp / tpch")
     other.add_argument("--ops", type=int, default=5000, help="ecommerce: number of ops")
+    other.add_argument("--shift-every", type=int, default=0,
+                       help="ecommerce: alternate two seasons (prices, customers' states) every N ops (0: stationary)")
     other.add_argument("--papers", type=int, default=2000, help="dblp: number of papers")
     other.add_argument("--scale-factor", type=float, default=0.01, help="tpch: tpchgen-cli scale factor")
     other.add_argument("--max-orders", type=int, default=None, help="tpch: keep the first N orders by date")
@@ -45,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.name == "ecommerce":
         from ..workloads import ecommerce
 
-        workload = ecommerce.build(args.ops, args.seed)
+        workload = ecommerce.build(args.ops, args.seed, shift_every=args.shift_every)
     elif args.name == "dblp":
         from ..workloads import dblp
 

@@ -1,6 +1,6 @@
 """Candidate networks: rooted trees of sub-relations ``R{K'}`` joined by foreign keys.
 
-A CN is an unrooted tree; we keep it rooted at its *centre* (DESIGN.md, paper
+A CN is an unrooted tree; we keep it rooted at its *centre* (docs/results.md, paper
 Sect. 5.1) so that equal CNs have equal rooted forms:
 
 * one centre: that node is the root;

@@ -8,8 +8,7 @@ paper's window selection on join results: a result leaves a narrow-window
 member when its oldest tuple passes that member's window, at the same op
 where a single-query engine with that window would expire it, while the class
 (wider) keeps it. Whether a tree is an MTJNT depends only on its own tuples,
-so these filters give each member exactly its own results (DESIGN.md,
-"Sharing").
+so these filters give each member exactly its own results (docs/results.md).
 
 Queries are bits of one integer mask (their position in the plan), so a
 result is tested against all members at once with a few big-integer ANDs and

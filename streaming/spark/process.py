@@ -26,9 +26,11 @@ from streaming.evaluator import GroupEvaluator
 from streaming.events import EvaluatorStatus
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 
-__all__ = ["HEARTBEAT_SECONDS", "EvaluatorProcess", "build_parser", "main"]
+__all__ = ["HEARTBEAT_SECONDS", "REDIS_PATIENCE_SECONDS", "EvaluatorProcess", "build_parser", "main"]
 
 HEARTBEAT_SECONDS = 2.0
+# How long the evaluator waits for a Redis that went away (a restart) before its batch fails.
+REDIS_PATIENCE_SECONDS = 60.0
 
 
 class EvaluatorProcess:
@@ -36,7 +38,7 @@ class EvaluatorProcess:
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.client = bus.connect(args.redis_url)
+        self.client = bus.connect(args.redis_url, retry_seconds=REDIS_PATIENCE_SECONDS)
         self.evaluator = GroupEvaluator(self.client, args.evaluator, sharing=args.sharing, asc_sequence=args.asc_sequence,
                                         asc_period=args.asc_period, asc_mu=args.asc_mu)
         self.stopping = threading.Event()
@@ -54,6 +56,7 @@ class EvaluatorProcess:
             host=socket.gethostname(),
             plan_version=self.evaluator.plan_version,
             detail=self.detail,
+            query_errors={str(query): error for query, error in self.evaluator.query_errors.items()},
             ts=time.time(),
         )
 

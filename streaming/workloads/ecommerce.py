@@ -5,8 +5,11 @@ note) and Group(gid, pid, sid) — a bundle: two parallel foreign keys to
 Product (package and part). Customers and products arrive first and keep
 arriving; orders reference recent customers and products; a fraction of
 orders is cancelled (deleted) within :data:`CANCEL_WITHIN_SECONDS` of event
-time, while they are still in the suggested query's window. Deterministic for
-a given ``seed``.
+time, while they are still in the suggested query's window. With
+``shift_every`` the distribution shifts every that many ops between two
+seasons (a sale: cheap products, many Texan customers; then premium products,
+many from Oregon), so selectivities change mid-stream as the ASC monitor
+must notice. Deterministic for a given ``seed``.
 """
 
 from __future__ import annotations
@@ -49,8 +52,16 @@ NOTES = ("", "", "", "", "gift", "gift for {state} cousin", "deliver to {state}"
          "{noun} for a wedding", "return the {noun} if too small", "birthday {noun}")
 
 
-def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05) -> Workload:
-    """About ``ops`` ops, one every 1-3 seconds; suggested query ``dress texas``."""
+# (price range, favoured state, its share of new customers) of the two seasons of a shifting stream.
+SEASONS = (((5.0, 60.0), "Texas", 0.4), ((60.0, 200.0), "Oregon", 0.4))
+
+
+def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05, shift_every: int = 0) -> Workload:
+    """About ``ops`` ops, one every 1-3 seconds; suggested query ``dress texas``.
+
+    ``shift_every`` > 0 alternates the seasons of :data:`SEASONS` every that many ops
+    (0: one stationary distribution, prices 5-200 and states uniform).
+    """
 
     def stream() -> Iterator[Op]:
         rng = random.Random(f"ecommerce-{seed}")
@@ -65,15 +76,19 @@ def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05) -> Work
             while late < len(open_orders) and open_orders[late][0] <= ts - CANCEL_WITHIN_SECONDS:
                 late += 1
             del open_orders[:late]
+            season = SEASONS[emitted // shift_every % 2] if shift_every > 0 else None
             if n["Customer"] < 5 or roll < 0.15:
                 n["Customer"] += 1
                 name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-                values: dict[str, Any] = {"cid": n["Customer"], "name": name, "state": rng.choice(STATES)}
+                favoured = season is not None and rng.random() < season[2]
+                state = season[1] if favoured else rng.choice(STATES)
+                values: dict[str, Any] = {"cid": n["Customer"], "name": name, "state": state}
                 yield Op("insert", "Customer", n["Customer"], values, ts)
             elif n["Product"] < 5 or roll < 0.3:
                 n["Product"] += 1
                 title = f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}"
-                values = {"pid": n["Product"], "title": title, "price": round(rng.uniform(5, 200), 2)}
+                low, high = season[0] if season is not None else (5.0, 200.0)
+                values = {"pid": n["Product"], "title": title, "price": round(rng.uniform(low, high), 2)}
                 yield Op("insert", "Product", n["Product"], values, ts)
             elif roll < 0.38:
                 n["Group"] += 1

@@ -124,7 +124,7 @@ TPCH_RELATIONS: tuple[tuple[str, str, dict[str, str], list[tuple[str, str, str]]
 
 
 def tpch_schema_doc() -> dict[str, Any]:
-    """The TPC-H schema document (DESIGN.md schema JSON)."""
+    """The TPC-H schema document (the schema JSON of docs/schema.md)."""
     relations = []
     for name, key, attributes, fks in TPCH_RELATIONS:
         doc: dict[str, Any] = {"name": name, "key": key, "attributes": dict(attributes)}

@@ -3,8 +3,7 @@
 It knows nothing of candidate networks: after every op it enumerates, over
 the live tuples, every tree of distinct tuples joined by foreign-key
 references with at most ``tmax`` tuples whose keyword sets are pairwise
-disjoint, cover the query and put a keyword in every leaf (DESIGN.md,
-"Result semantics"). Replaying a stream gives the expected add/remove events.
+disjoint, cover the query and put a keyword in every leaf (docs/results.md). Replaying a stream gives the expected add/remove events.
 Exponential on purpose: meant for the small random cases of the tests.
 """
 
@@ -84,7 +83,7 @@ def _leaves_have_keywords(nodes: frozenset, edges: frozenset, mask: dict) -> boo
 
 
 class BruteForceStream:
-    """Applies ops with the stream rules of DESIGN.md and recomputes the live result set."""
+    """Applies ops with the stream rules of docs/ops.md and recomputes the live result set."""
 
     def __init__(self, schema: Schema, keywords: Iterable[str], tmax: int, window: float | None = None):
         self.schema = schema

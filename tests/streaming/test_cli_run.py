@@ -11,10 +11,9 @@ import pytest
 
 from streaming.cli import main as cli_main
 from streaming.schema import load_schema
+from tests.examples import EXAMPLES
 from tests.streaming.bruteforce import load_ops, replay
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples" / "ecommerce"
-COMPARE = EXAMPLES.parents[1] / "tools" / "compare_events.py"
 CASES = [(["--tmax", "5"], "events-dress-texas-tmax5.ndjson"),
          (["--tmax", "4", "--window-seconds", "30"], "events-dress-texas-tmax4-window30.ndjson")]
 
@@ -28,7 +27,8 @@ def run_cli(tmp_path: Path, *extra: str, ops: Path = EXAMPLES / "ops.ndjson") ->
 
 
 def compare(expected: Path, actual: Path) -> str:
-    done = subprocess.run([sys.executable, str(COMPARE), str(expected), str(actual)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "streaming", "compare", str(expected), str(actual)],
+                          capture_output=True, text=True)
     return done.stdout.strip()
 
 

@@ -28,7 +28,7 @@ def dele(rel, key, ts):
     return {"op": "delete", "relation": rel, "key": key, "ts": ts}
 
 
-# The worked example of DESIGN.md's shared examples, with its three bad ops.
+# The worked example of docs/examples/ecommerce, with its three bad ops.
 OPS = [
     ins("Customer", 0, cid=1, name="Ann Lee", state="Texas"),
     ins("Customer", 1, cid=2, name="Bo Chen", state="Ohio"),

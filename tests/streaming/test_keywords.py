@@ -1,4 +1,4 @@
-"""Keyword tokens and the keyword-set mask of a tuple (DESIGN.md "Keywords")."""
+"""Keyword tokens and the keyword-set mask of a tuple (docs/schema.md, "Keywords")."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from streaming.keywords import KeywordError, KeywordSet, parse_keywords, tokens, tuple_tokens
 from streaming.schema import load_schema
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def test_tokens_casefold_and_split_on_underscore():

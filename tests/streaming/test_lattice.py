@@ -12,7 +12,7 @@ from streaming.lattice import Lattice
 from streaming.schema import load_schema
 from streaming.workloads.tpch_schema import tpch_schema
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def rebuild(lattice: Lattice, i: int) -> CNNode:

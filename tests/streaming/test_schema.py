@@ -9,7 +9,7 @@ import pytest
 from streaming.schema import Schema, SchemaError, ValueRejected, coerce_value, load_schema
 from streaming.workloads.tpch_schema import tpch_schema
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def doc():

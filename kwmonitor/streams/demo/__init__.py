@@ -1,4 +1,13 @@
-"""The E-commerce demo: schema, a user, a stream and saved queries (``manage.py load_demo``)."""
+"""The E-commerce demo: schema, a user, a stream and saved queries (``manage.py load_demo``), and its feed.
+
+Every demo query has a predicate on Product, and two also on Customer, so the
+ASC stage has work: Products priced 60 to 100 satisfy no query and are
+dropped before any keyword engine. The feed (``manage.py write_demo_feed``)
+alternates a sale season (cheap products, Texan customers) with a premium one
+(dear products, Oregonians), so the dropping ratio shifts and the monitor
+rearranges its sequences, and it carries a few bad lines that become dead
+letters at ingest.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,10 @@ import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+from streaming.ops import op_to_dict
+from streaming.workloads import ecommerce
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -14,15 +27,25 @@ from kwmonitor.catalog.models import Schema
 from kwmonitor.queries.models import KeywordQuery, Predicate
 from kwmonitor.streams.models import Stream
 
-__all__ = ["DEMO_DIR", "DEMO_QUERIES", "Demo", "load_demo"]
+__all__ = ["DEMO_DIR", "DEMO_QUERIES", "BAD_LINES", "Demo", "load_demo", "demo_feed"]
 
 DEMO_DIR = Path(__file__).resolve().parent
 
 # (name, keywords, tmax, window seconds, predicates)
 DEMO_QUERIES = [
-    ("dress in texas", "dress texas", 5, 3600.0, []),
-    ("wedding scarf over $40", "wedding scarf", 3, 1800.0, [("Product", "price", ">=", 40)]),
-    ("boots to oregon", "boots oregon", 4, 3600.0, []),
+    ("dress in texas, on sale", "dress texas", 5, 3600.0, [("Product", "price", "<", 60)]),
+    ("wedding scarf over $100", "wedding scarf", 3, 1800.0, [("Product", "price", ">=", 100)]),
+    ("boots to oregon", "boots oregon", 4, 3600.0,
+     [("Product", "price", ">=", 100), ("Customer", "state", "=", "Oregon")]),
+    ("gifts from Texans", "gift", 3, 1800.0, [("Product", "price", "<", 60), ("Customer", "state", "=", "Texas")]),
+]
+
+# Lines a careless client sends: each becomes a dead letter at ingest, with its reason.
+BAD_LINES = [
+    '{"op":"insert","relation":"Customer","tuple":{"cid":',
+    '{"op":"insert","relation":"Product","tuple":{"pid":"seven","title":"Silk scarf","price":30.0},"ts":1.0}',
+    '{"op":"insert","relation":"Shipment","tuple":{"sid":1},"ts":1.0}',
+    '{"op":"upsert","relation":"Order","key":1,"ts":1.0}',
 ]
 
 
@@ -58,8 +81,19 @@ def load_demo(username: str = "demo", password: str | None = None, stream_name: 
                 name=name, stream=stream,
                 defaults={"owner": user, "schema": schema, "keywords": keywords, "tmax": tmax, "window_seconds": window},
             )
-            if created:
+            wanted = [(r, a, o, v) for r, a, o, v in predicates]
+            if [(p.relation, p.attribute, p.op, p.value) for p in query.predicates.all()] != wanted:
+                query.predicates.all().delete()  # a demo query is brought back to its definition
                 for relation, attribute, op, value in predicates:
                     Predicate.objects.create(query=query, relation=relation, attribute=attribute, op=op, value=value)
             queries.append(query)
     return Demo(username, password, schema, stream, queries)
+
+
+def demo_feed(ops: int, seed: int = 7, shift_every: int = 400, bad_every: int = 250) -> Iterator[str]:
+    """The demo's NDJSON lines: the shifting E-commerce workload with a bad line after every ``bad_every`` ops."""
+    workload = ecommerce.build(ops, seed, shift_every=shift_every)
+    for n, op in enumerate(workload.ops(), 1):
+        yield json.dumps(op_to_dict(op), separators=(",", ":"))
+        if bad_every and n % bad_every == 0:
+            yield BAD_LINES[(n // bad_every - 1) % len(BAD_LINES)]

@@ -1,5 +1,7 @@
-/* Overview: each stream row follows its stream's events from the id the page was rendered at;
-   a batch's metrics also carry the live result count of every query it evaluated. */
+/* Overview: each stream row follows its stream's events from the id the page was rendered at
+   (processing rate, batch duration and rows; a batch's metrics also carry the live result count of
+   every query it evaluated). Liveness and input rates come from health.js; a status event only
+   makes it look again at once. */
 (function () {
   "use strict";
 
@@ -16,10 +18,9 @@
       after,
       onMessage(e) {
         if (e.type === "evaluator.status") {
-          cell("status").className = `badge ${e.status}`;
-          cell("status").textContent = e.status;
+          kw.health.refresh();
         } else if (e.type === "batch.metrics") {
-          cell("ops").textContent = fmt(e.rows_per_second, 1);
+          cell("processing").textContent = fmt(e.rows_per_second, 1);
           cell("duration").textContent = `${fmt(e.duration_ms, 0)} ms`;
           cell("rows").textContent = fmt(e.input_rows, 0);
           for (const [query, state] of Object.entries(e.state)) {

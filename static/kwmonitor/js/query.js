@@ -1,4 +1,5 @@
-/* Query dashboard: the live set of MTJNTs, counters and the rate chart. */
+/* Query dashboard: the live set of MTJNTs, counters, the rate chart, and the query's configuration,
+   which follows admin edits (query.updated entries on the feed; a snapshot carries the latest). */
 (function () {
   "use strict";
 
@@ -162,6 +163,27 @@
     window.setTimeout(() => { el.remove(); refreshCounters(); }, REMOVED_VISIBLE_MS + FADE_MS);
   }
 
+  /* ---- the query's configuration (name, keywords, Tmax, window, predicates) ---- */
+
+  function chip(text, className) {
+    const span = document.createElement("span");
+    span.className = className;
+    span.textContent = text;
+    return span;
+  }
+
+  function applyConfig(c) {
+    document.getElementById("query-name").textContent = c.name;
+    document.title = `${c.name} · kwmonitor`;
+    document.getElementById("query-keywords").replaceChildren(
+      ...(c.keywords.length ? c.keywords.map((k) => chip(k, "chip")) : [chip("filter subscription", "chip")]));
+    document.getElementById("query-tmax-item").hidden = c.keywords.length === 0;
+    document.getElementById("query-tmax").textContent = c.tmax;
+    document.getElementById("query-window").textContent = c.window_seconds ? `${c.window_seconds} s` : "unbounded";
+    document.getElementById("query-predicates").replaceChildren(...c.predicates.map((p) => chip(p, "mono predicate")));
+    document.getElementById("predicate-note").hidden = c.predicates.length === 0;
+  }
+
   /* ---- rate chart: adds and removes per second ---- */
 
   const buckets = new Map(config.rates.map(([sec, a, r]) => [sec, [a, r]]));
@@ -199,6 +221,12 @@
     onMessage(message) {
       if (message.type === "snapshot") {
         applySnapshot(message);
+        if (message.config) applyConfig(message.config);
+        counters.seq.textContent = message.last_seq === null ? "–" : message.last_seq;
+      } else if (message.type === "query.updated") {
+        changes += 1;
+        applyConfig(message.config);
+        kw.health.refresh();
       } else if (message.type === "result.add") {
         adds += 1;
         changes += 1;

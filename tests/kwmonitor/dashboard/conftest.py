@@ -45,3 +45,9 @@ def added(query_id: int, oid: int, seq: int | None = None) -> ResultAdded:
 
 def removed(query_id: int, oid: int, seq: int | None = None) -> ResultRemoved:
     return ResultRemoved(query=query_id, seq=oid if seq is None else seq, result=order_result(oid))
+
+
+@pytest.fixture(autouse=True)
+def quick_worker_ping(settings):
+    """No worker runs in these tests: do not wait a whole second for its answer on every page."""
+    settings.WORKER_PING_TIMEOUT_SECONDS = 0.2

@@ -7,8 +7,10 @@ import threading
 import time
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.db import transaction
 from django.test import Client
 
 from kwmonitor.accounts.models import ApiToken
@@ -22,6 +24,7 @@ from .conftest import added, removed
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 def session_cookie(user) -> tuple[bytes, bytes]:
@@ -31,7 +34,7 @@ def session_cookie(user) -> tuple[bytes, bytes]:
 
 
 def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+    return WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, *headers])
 
 
 async def accepted(path: str, *headers: tuple[bytes, bytes]) -> bool:
@@ -76,7 +79,7 @@ def test_refused_for_another_users_query_but_not_for_staff(query, django_user_mo
 
 def test_refused_from_a_foreign_origin_and_closed_4400_for_a_malformed_after(query, user, redis_client):
     cookie = session_cookie(user)
-    ws = WebsocketCommunicator(application, f"/ws/queries/{query.pk}/", headers=[(b"origin", b"http://evil.example"), cookie])
+    ws = WebsocketCommunicator(application, f"/ws/queries/{query.pk}/", headers=[HOST, (b"origin", b"http://evil.example"), cookie])
     assert not asyncio.run(ws.connect())[0]
 
     async def malformed_after():
@@ -109,7 +112,7 @@ def test_snapshot_then_changes(query, user, redis_client):
     snapshot, changes = asyncio.run(scenario())
     assert snapshot["type"] == "snapshot" and snapshot["query"] == q
     assert [r["tuples"][1]["key"] for r in snapshot["results"]] == [3, 2, 1]  # newest add first
-    assert snapshot["last_id"] == snapshot_id
+    assert snapshot["last_id"] == snapshot_id and snapshot["last_seq"] == 3  # the seq of the last change
     assert [(c["type"], c["result"]["tuples"][1]["key"]) for c in changes] == [("result.remove", 2), ("result.add", 4)]
     assert [c["id"] for c in changes] == [e for e, _ in redis_client.xrange(bus.Keys.changes(q))[3:]]
 
@@ -222,8 +225,54 @@ def test_stream_feed_replays_then_follows(query, staff_user, redis_client):
 
     replayed, live, resumed = asyncio.run(scenario())
     assert [m["type"] for m in replayed] == ["evaluator.status", "batch.metrics"] and replayed[0]["id"] == first
-    assert live["type"] == "deadletter" and live["reason"] == "malformed JSON"
+    assert live["type"] == "deadletter" and live["reason"] == "malformed JSON" and live["line"] == "{"
     assert [m["type"] for m in resumed] == ["batch.metrics", "deadletter"]
+
+
+def test_raw_dead_letter_lines_reach_staff_only(query, user, staff_user, redis_client):
+    s = query.stream_id
+    bus.publish_stream_event(redis_client, s, DeadLetter(stream=s, seq=3, line='{"secret": 1', reason="malformed JSON", ts=3.0))
+
+    async def dead_letter(cookie) -> dict:
+        ws = communicator(f"/ws/streams/{s}/", cookie)
+        assert (await ws.connect())[0]
+        (message,) = await receive(ws, 1)
+        await ws.disconnect()
+        return message
+
+    owner_sees = asyncio.run(dead_letter(session_cookie(user)))
+    staff_sees = asyncio.run(dead_letter(session_cookie(staff_user)))
+    assert (owner_sees["reason"], owner_sees["line"]) == ("malformed JSON", None)
+    assert (staff_sees["reason"], staff_sees["line"]) == ("malformed JSON", '{"secret": 1')
+
+
+@pytest.mark.parametrize("host, origin, trusted, allowed", [
+    (b"127.0.0.1:8000", b"http://127.0.0.1:8000", [], True),
+    (b"127.0.0.1:8000", b"http://127.0.0.1:9999", [], False),  # another port of the same host
+    (b"127.0.0.1:8000", b"https://127.0.0.1:8000", [], False),  # another scheme
+    (b"127.0.0.1:8000", b"http://127.0.0.1", [], False),  # port 80 is not 8000
+    (b"localhost", b"http://localhost:80", [], True),
+    (b"127.0.0.1:8000", b"null", [], False),
+    (b"evil.example:8000", b"http://evil.example:8000", [], False),  # a host not in ALLOWED_HOSTS
+    (b"127.0.0.1:8000", b"https://dash.example", ["https://dash.example"], True),
+    (b"127.0.0.1:8000", b"https://dash.example:8443", ["https://dash.example"], False),
+])
+def test_the_origin_must_match_scheme_host_and_port(query, user, redis_client, settings, host, origin, trusted, allowed):
+    settings.CSRF_TRUSTED_ORIGINS = trusted
+    headers = [(b"host", host), (b"origin", origin), session_cookie(user)]
+
+    async def connect() -> bool:
+        ws = WebsocketCommunicator(application, f"/ws/queries/{query.pk}/", headers=headers)
+        connected, _ = await ws.connect()
+        await ws.disconnect()
+        return connected
+
+    assert asyncio.run(connect()) is allowed
+
+
+def test_without_an_origin_the_handshake_is_refused(query, user, redis_client):
+    ws = WebsocketCommunicator(application, f"/ws/queries/{query.pk}/", headers=[HOST, session_cookie(user)])
+    assert not asyncio.run(ws.connect())[0]
 
 
 def feed_connections(redis_client) -> set[str]:
@@ -265,7 +314,7 @@ def test_a_feed_opened_before_any_change_gets_the_first_ones(query, user, redis_
         return snapshot, changes
 
     snapshot, changes = asyncio.run(scenario())
-    assert snapshot == {"type": "snapshot", "query": q, "last_id": "0-0", "results": []}
+    assert snapshot == {"type": "snapshot", "query": q, "last_id": "0-0", "results": [], "last_seq": None, "config": None}
     assert [c["type"] for c in changes] == ["result.add", "result.add"]
 
 
@@ -304,3 +353,43 @@ def test_a_failed_feed_closes_the_socket_with_a_code_daphne_accepts(query, user,
 
     closed = asyncio.run(scenario())
     assert closed["type"] == "websocket.close" and 3000 <= closed["code"] <= 4999
+
+
+def test_an_edit_reaches_the_open_feed_after_commit_and_later_snapshots(query, user, redis_client):
+    q = query.pk
+    bus.publish_changes(redis_client, q, [added(q, 1)])
+    cookie = session_cookie(user)
+
+    async def scenario():
+        ws = communicator(f"/ws/queries/{q}/", cookie)
+        assert (await ws.connect())[0]
+        await ws.receive_json_from(timeout=5)
+
+        def edit():
+            with transaction.atomic():  # as the admin saves: the query, then its predicates, in one transaction
+                query.keywords = "silk scarf"
+                query.tmax = 3
+                query.enabled = False
+                query.save()
+                query.predicates.create(relation="Product", attribute="price", op=">=", value=40)
+                query.predicates.create(relation="Customer", attribute="state", op="=", value="Texas")
+
+        await database_sync_to_async(edit)()
+        (update,) = await receive(ws, 1)
+        assert await ws.receive_nothing(timeout=0.3)  # one announcement for the whole transaction
+        await ws.disconnect()
+        ws = communicator(f"/ws/queries/{q}/", cookie)
+        assert (await ws.connect())[0]
+        snapshot = await ws.receive_json_from(timeout=5)
+        await ws.disconnect()
+        return update, snapshot
+
+    update, snapshot = asyncio.run(scenario())
+    assert update["type"] == "query.updated" and update["id"] == snapshot["last_id"]
+    assert update["config"] == snapshot["config"] == {
+        "name": "dress in texas", "keywords": ["silk", "scarf"], "tmax": 3, "window_seconds": None,
+        "predicates": ["Product.price >= 40", "Customer.state = 'Texas'"], "enabled": False, "stream": query.stream_id,
+    }
+    assert snapshot["last_seq"] == 1 and len(snapshot["results"]) == 1  # the edit is not a result change
+    query.save()  # saving without a change announces nothing
+    assert redis_client.xlen(bus.Keys.changes(q)) == 2

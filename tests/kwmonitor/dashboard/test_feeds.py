@@ -60,4 +60,4 @@ def test_a_deleted_change_after_the_cursor_forces_a_snapshot(redis_client, redis
 
 def test_an_id_from_a_vanished_stream_gets_a_snapshot(redis_client, redis_url):
     (message,) = first_messages(redis_url, 4, "1732000000000-0", 1)
-    assert message == {"type": "snapshot", "query": 4, "last_id": "0-0", "results": []}
+    assert message == {"type": "snapshot", "query": 4, "last_id": "0-0", "results": [], "last_seq": None, "config": None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -47,20 +48,29 @@ def test_staff_see_every_query(staff_client, query, redis_client):
     assert query.name in staff_client.get("/").content.decode()
 
 
-def test_overview_shows_live_counts_status_and_metrics(user_client, query, redis_client):
+def test_overview_shows_live_counts_liveness_and_both_rates(user_client, query, redis_client, client):
     q, s = query.pk, query.stream_id
     bus.publish_changes(redis_client, q, [added(q, 1), added(q, 2)])
-    bus.publish_stream_event(redis_client, s, EvaluatorStatus(evaluator=query.stream.evaluator.pk, stream=s, status="running", ts=1.0))
+    evaluator = query.stream.evaluator
+    bus.publish_stream_event(redis_client, s, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=1.0))
     last = bus.publish_stream_event(
         redis_client, s,
         BatchMetrics(evaluator=1, stream=s, batch_id=3, input_rows=120, rows_per_second=42.5, duration_ms=81.0, ts=2.0),
     )
     html = user_client.get("/").content.decode()
     row = re.search(rf'<tr data-stream="{s}">.*?</tr>', html, re.S).group(0)
-    assert 'class="badge running"' in row and "42.5" in row and "81 ms" in row and ">120<" in row
+    # no heartbeat: the last "running" event does not make it running; nothing ingested: idle, no stale rate
+    assert 'class="badge stopped"' in row and "42.5" not in row and '<span class="idle">idle</span>' in row
+    assert "81 ms" in row and ">120<" in row
+    assert "Input ops/s" in html and "Processing rows/s" in html
     assert re.search(r'<td class="num" data-field="live">2</td>\s*</tr>', html)  # two live results of the query
     config = json.loads(re.search(r'<script id="overview-config" type="application/json">(.*?)</script>', html).group(1))
     assert config == [{"stream": s, "after": last}]
+
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", pid=7, ts=time.time()))
+    bus.record_ingest(redis_client, s, 50)
+    row = re.search(rf'<tr data-stream="{s}">.*?</tr>', user_client.get("/").content.decode(), re.S).group(0)
+    assert 'class="badge running"' in row and "42.5" in row and ">5.0<" in row  # 50 ops over the 10 s window
 
 
 def test_query_page_carries_its_feed_and_rate_history(user_client, query, redis_client):
@@ -70,7 +80,7 @@ def test_query_page_carries_its_feed_and_rate_history(user_client, query, redis_
     assert '<span class="chip">dress</span>' in html and '<span class="chip">texas</span>' in html
     assert 'id="count-live">2<' in html
     config = json.loads(re.search(r'<script id="query-config" type="application/json">(.*?)</script>', html).group(1))
-    assert config["feed"] == f"/ws/queries/{q}/" and config["keywords"] == ["dress", "texas"]
+    assert config["feed"] == f"/ws/queries/{q}/" and config["config"]["keywords"] == ["dress", "texas"]
     assert sum(adds for _, adds, _ in config["rates"]) == 2
 
 
@@ -100,9 +110,9 @@ def test_filter_subscription_pages_render_one_tuple_results(user_client, query, 
         TupleView(relation="Product", key=1, values={"pid": 1, "title": "Summer dress", "price": 40.0})])
     bus.publish_changes(redis_client, q, [ResultAdded(query=q, seq=3, result=view)])
     html = user_client.get(f"/queries/{q}/").content.decode()
-    assert '<span class="chip">filter subscription</span>' in html and "Tmax" not in html
+    assert '<span class="chip">filter subscription</span>' in html and 'id="query-tmax-item" hidden' in html
     assert 'id="count-live">1<' in html and "each tuple that satisfies the predicates" in html
     assert "Product.price &gt;= 40.0" in html
     config = json.loads(re.search(r'<script id="query-config" type="application/json">(.*?)</script>', html).group(1))
-    assert config["keywords"] == []
+    assert config["config"]["keywords"] == []
     assert '<span class="chip">filter subscription</span>' in user_client.get("/").content.decode()

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from streaming import sources
-from streaming.bus import Keys
+from streaming.bus import Keys, read_stream_events
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 
@@ -58,7 +58,8 @@ def test_good_lines_get_consecutive_seqs_in_the_landing_directory(client, stream
     assert stored(stream, landing) == [(i, op) for i, op in enumerate(GOOD + GOOD[:1])]
 
 
-def test_each_bad_line_is_reported_and_the_good_ones_are_kept(client, stream, landing):
+def test_each_bad_line_is_reported_kept_as_a_dead_letter_and_the_good_ones_are_kept(client, stream, landing,
+                                                                                     redis_client):
     body = "\n".join([
         json.dumps(GOOD[0]),
         '{"op": "insert", "relation": "Customer", "tuple": {"cid": 2,',
@@ -80,6 +81,26 @@ def test_each_bad_line_is_reported_and_the_good_ones_are_kept(client, stream, la
     assert reasons[7] == "an op must be a JSON object"
     assert reasons[8] == "not UTF-8 text"
     assert stored(stream, landing) == [(0, GOOD[0]), (1, GOOD[1])]
+    lines = body.split(b"\n")
+    expected = [(None, lines[n - 1].decode("utf-8", "replace"), reasons[n]) for n in sorted(reasons)]
+    assert dead_letters(redis_client, stream) == expected
+
+
+def dead_letters(redis_client, stream) -> list[tuple]:
+    """(seq, line, reason) of the dead letters on the stream's events, oldest first."""
+    return [(e.seq, e.line, e.reason) for _, e in read_stream_events(redis_client, stream.pk, count=100_000)
+            if e.type == "deadletter"]
+
+
+def test_ingest_dead_letters_reach_the_history(client, stream, redis_client):
+    from kwmonitor.streams.history import HistoryPersister
+    from kwmonitor.streams.models import DeadLetterRecord
+
+    post(client, stream, "nope\n" + ndjson(GOOD[0]) + '{"op": "insert"}\n')
+    HistoryPersister(redis_client).run()
+    rows = DeadLetterRecord.objects.filter(stream=stream).order_by("id")
+    assert [(r.seq, r.line, r.reason) for r in rows] == dead_letters(redis_client, stream)
+    assert [r.line for r in rows] == ["nope", '{"op": "insert"}']
 
 
 def test_a_body_of_only_bad_lines_is_a_400(client, stream):

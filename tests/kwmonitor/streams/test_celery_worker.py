@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from kwmonitor.streams import tasks
@@ -24,11 +19,11 @@ from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.supervisor import process_alive
 from streaming import bus
 
+from tests.workers import celery_worker
+
 from .conftest import HEARTBEAT_COMMAND
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-ROOT = Path(settings.BASE_DIR)
 
 
 def _database_url() -> str:
@@ -42,7 +37,6 @@ def _database_url() -> str:
 @pytest.fixture
 def worker(redis_url, tmp_path):
     """A Celery worker consuming a queue of its own; yields the queue name."""
-    queue = f"test-{uuid.uuid4().hex[:8]}"
     env = dict(
         os.environ,
         DATABASE_URL=_database_url(),
@@ -50,20 +44,8 @@ def worker(redis_url, tmp_path):
         CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
         EVALUATOR_COMMAND=" ".join(HEARTBEAT_COMMAND),
     )
-    log = open(tmp_path / "worker.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kwmonitor", "worker", "--pool", "prefork", "--concurrency", "1",
-         "-Q", queue, "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    yield queue
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    with celery_worker(env, tmp_path / "worker.log") as queue:
+        yield queue
     print((tmp_path / "worker.log").read_text()[-3000:])
 
 

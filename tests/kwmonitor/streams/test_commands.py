@@ -27,7 +27,11 @@ def test_load_demo_is_idempotent_and_keeps_an_existing_password(django_user_mode
     assert [(q.name, q.keywords, q.tmax) for q in queries] == [(n, k, t) for n, k, t, _, _ in DEMO_QUERIES]
     for query in queries:
         query.full_clean()
-    assert queries[1].predicates.get().plan_entry() == {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    assert [[p.plan_entry() for p in q.predicates.all()] for q in queries] == [
+        [{"relation": r, "attribute": a, "op": o, "value": v} for r, a, o, v in predicates]
+        for _, _, _, _, predicates in DEMO_QUERIES]
+    every = {p["relation"] for q in queries for p in [x.plan_entry() for x in q.predicates.all()]}
+    assert every == {"Product", "Customer"} and all(q.predicates.filter(relation="Product").exists() for q in queries)
     assert Evaluator.objects.get(stream=stream).desired == "stopped"
 
 
@@ -87,3 +91,23 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == HistoryCursor.objects.count() == 0
     assert bus.read_plan(redis_client, evaluator.pk)["queries"]  # configuration kept
     assert Ingestor(shop).ingest([op]).seqs == [0]
+
+
+@pytest.mark.django_db
+def test_the_demo_feed_shifts_and_carries_bad_lines(tmp_path, capsys):
+    from streaming.ops import OpRejected, parse_op
+    from streaming.schema import Schema
+    from streaming.workloads.ecommerce import SCHEMA_DOC
+
+    path = tmp_path / "feed.ndjson"
+    call_command("write_demo_feed", str(path), "--ops", "1200", "--shift-every", "400", "--bad-every", "250")
+    schema = Schema.from_dict(SCHEMA_DOC)
+    good, bad = [], []
+    for line in path.read_text().splitlines():
+        try:
+            good.append(parse_op(line, schema))
+        except OpRejected:
+            bad.append(line)
+    assert len(good) == 1200 and len(bad) == 4
+    prices = [[op.values["price"] for op in good[i * 400:(i + 1) * 400] if op.relation == "Product"] for i in range(3)]
+    assert max(prices[0]) <= 60 < min(prices[1]) and max(prices[2]) <= 60  # a sale, a premium season, a sale

@@ -57,7 +57,7 @@ def invariant(labels: Sequence[str], edges: Sequence[tuple[int, int, str]], dire
 
 
 def reference_cns(schema: Schema, m: int, tmax: int) -> set[str]:
-    """Invariants of every CN (DESIGN.md "Result semantics") of an ``m``-keyword query."""
+    """Invariants of every CN (docs/results.md) of an ``m``-keyword query."""
     rels = list(schema.relations)
     fks = schema.foreign_keys
     out: set[str] = set()

@@ -6,7 +6,7 @@ import json
 
 from streaming.cli import main
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -19,7 +19,7 @@ from streaming.workloads.tpch_schema import tpch_schema
 
 from .strategies import schemas
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def node_rows(dag: CNDag) -> list[tuple[int, int, int, tuple[int, ...], tuple[int, ...]]]:

@@ -10,7 +10,7 @@ from streaming.cn import generate_cns
 from streaming.cn.model import CandidateNetwork, CNChild, CNNode, canonical_cn, escape, node_code, tree_centres
 from streaming.schema import load_schema
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 
 def flatten(cn: CandidateNetwork):

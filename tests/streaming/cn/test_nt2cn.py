@@ -15,7 +15,7 @@ from streaming.workloads.tpch_schema import tpch_schema
 from .reference import cn_invariant, reference_cns
 from .strategies import schemas
 
-ECOMMERCE = "/work/shared/examples/ecommerce/schema.json"
+from tests.examples import ECOMMERCE
 
 # paper Table 7 (CNs on TPC-H): TABLE7[m][tmax - 2]
 TABLE7 = {
@@ -50,7 +50,7 @@ def test_table7_large(tpch, m, tmax):
 
 
 def check_definition(cn: CandidateNetwork, schema: Schema, m: int, tmax: int) -> None:
-    """Every condition of DESIGN.md "Result semantics", Rule-3 and the canonical child order."""
+    """Every condition of docs/results.md, Rule-3 and the canonical child order."""
     full = (1 << m) - 1
     union = 0
     count = 0

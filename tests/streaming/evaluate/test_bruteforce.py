@@ -1,17 +1,15 @@
-"""The reference enumerator reproduces the worked examples (compare_events prints `same`)."""
+"""The reference enumerator reproduces the worked examples (`python -m streaming compare` prints `same`)."""
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from streaming.schema import Schema, load_schema
+from tests.examples import EXAMPLES
 from tests.streaming.bruteforce import enumerate_results, load_ops, replay
 
-EXAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "examples" / "ecommerce"
-COMPARE = EXAMPLES.parents[1] / "tools" / "compare_events.py"
 CASES = [(5, None, "events-dress-texas-tmax5.ndjson"), (4, 30, "events-dress-texas-tmax4-window30.ndjson")]
 
 
@@ -21,7 +19,7 @@ def test_examples(tmp_path, tmax, window, expected):
                     load_ops(str(EXAMPLES / "ops.ndjson")))
     out = tmp_path / "events.ndjson"
     out.write_text("".join(json.dumps(e) + "\n" for e in events))
-    done = subprocess.run([sys.executable, str(COMPARE), str(EXAMPLES / expected), str(out)],
+    done = subprocess.run([sys.executable, "-m", "streaming", "compare", str(EXAMPLES / expected), str(out)],
                           capture_output=True, text=True)
     assert done.stdout.strip() == "same", done.stdout
 

@@ -1,6 +1,6 @@
 """FilterEngine against a naive model of the op stream after every op, and its agreement with KeywordEngine.
 
-The model keeps a dict of live tuples and applies DESIGN.md's rules
+The model keeps a dict of live tuples and applies docs/ops.md's rules
 literally (expire ``s + W <= t`` first; reject late ops, inserts of a live
 key, deletes of a missing key, unknown kinds and relations); a filter
 subscription's live set is then every live tuple of its relations.

@@ -53,7 +53,7 @@ class Command(BaseCommand):
         keys = [
             Keys.stream_ops(stream.pk), Keys.stream_seq(stream.pk), Keys.stream_lock(stream.pk),
             Keys.stream_events(stream.pk), Keys.evaluator_tuples(evaluator.pk), Keys.evaluator_state(evaluator.pk),
-            Keys.heartbeat(evaluator.pk),
+            Keys.heartbeat(evaluator.pk), Keys.stream_ingested(stream.pk),
         ]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
         erased = int(redis_client().delete(*keys))

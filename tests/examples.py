@@ -1,0 +1,8 @@
+"""The repository's worked examples (docs/examples), located from this file so a clone runs anywhere."""
+
+from pathlib import Path
+
+__all__ = ["EXAMPLES", "ECOMMERCE"]
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "ecommerce"
+ECOMMERCE = str(EXAMPLES / "schema.json")

@@ -1,0 +1,99 @@
+"""What /status/ says is alive: heartbeats decide, not the last event; input rate and idleness."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from kwmonitor.dashboard.health import evaluator_liveness
+from kwmonitor.streams.models import Evaluator
+from streaming import bus
+from streaming.events import EvaluatorStatus
+
+from .conftest import added
+
+NOW = 1_800_000_000.0
+
+
+def row(status: str, started_ago: float | None = 30.0, heartbeat_ago: float | None = None) -> Evaluator:
+    at = lambda ago: None if ago is None else dt.datetime.fromtimestamp(NOW - ago, tz=dt.timezone.utc)  # noqa: E731
+    return Evaluator(status=status, desired="running", pid=42, host="h", started_at=at(started_ago),
+                     heartbeat_at=at(heartbeat_ago))
+
+
+def beat(status: str, ago: float) -> EvaluatorStatus:
+    return EvaluatorStatus(evaluator=1, stream=1, status=status, pid=42, ts=NOW - ago)
+
+
+@pytest.mark.parametrize("evaluator, heartbeat, expected", [
+    (row("running"), beat("running", 1.0), "running"),
+    (row("starting"), beat("running", 1.0), "running"),  # the heartbeat is ahead of the row
+    (row("running"), beat("running", 7.0), "unresponsive"),  # beating stopped 7 s ago
+    (row("running"), None, "unresponsive"),  # the key expired: still not running
+    (row("starting", started_ago=5.0), None, "starting"),  # just launched, first heartbeat to come
+    (row("starting", started_ago=25.0), None, "unresponsive"),  # it never beat
+    (row("restarting", started_ago=5.0, heartbeat_ago=40.0), None, "restarting"),  # the old process's heartbeat
+    (row("restarting", started_ago=30.0, heartbeat_ago=20.0), None, "unresponsive"),  # beat once, then silence
+    (row("failed"), None, "failed"),
+    (row("stopped"), None, "stopped"),
+    (row("stopped"), beat("running", 1.0), "running"),  # something still beats: say so
+    (None, None, "stopped"),
+])
+def test_liveness_comes_from_the_heartbeat(evaluator, heartbeat, expected, settings):
+    assert evaluator_liveness(evaluator, heartbeat, NOW)[0] == expected
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_status_reports_input_rate_then_idle_with_the_last_op(user_client, query, redis_client, settings):
+    settings.INPUT_RATE_WINDOW_SECONDS = 1.0
+    s = query.stream_id
+    before = time.time()
+    bus.record_ingest(redis_client, s, 30)
+    (stream,) = user_client.get("/status/").json()["streams"]
+    assert (stream["stream"], stream["input_rate"], stream["idle"]) == (s, 30.0, False)
+    assert before - 0.5 <= stream["last_op_at"] <= time.time() + 0.5
+    time.sleep(1.2)
+    (stream,) = user_client.get("/status/").json()["streams"]
+    assert (stream["input_rate"], stream["idle"]) == (0.0, True) and stream["last_op_at"] <= before + 1.0
+    assert '<span class="idle">idle</span>' in user_client.get(f"/streams/{s}/").content.decode()
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_status_says_what_each_query_is_doing(user_client, query, redis_client):
+    from kwmonitor.queries.models import KeywordQuery
+
+    s, evaluator = query.stream_id, query.stream.evaluator
+    off = KeywordQuery.objects.create(owner=query.owner, name="off", schema=query.schema, stream=query.stream,
+                                      keywords="hat", tmax=2, enabled=False)
+    states = lambda: {q["query"]: q["state"] for q in user_client.get("/status/").json()["queries"]}  # noqa: E731
+    assert states() == {query.pk: "not running", off.pk: "disabled"}
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=time.time(),
+                                                      query_errors={str(query.pk): "ValueError: bad predicate"}))
+    report = user_client.get("/status/").json()
+    assert {q["query"]: (q["state"], q["detail"]) for q in report["queries"]}[query.pk] == ("error", "ValueError: bad predicate")
+    html = user_client.get(f"/queries/{query.pk}/").content.decode()
+    assert 'id="query-state" data-field="state" title="ValueError: bad predicate">error<' in html
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_status_needs_a_login_and_shows_only_what_the_user_may_see(client, query, django_user_model, redis_client):
+    assert client.get("/status/").status_code == 401
+    client.force_login(django_user_model.objects.create_user("bob", "bob@example.com", "bob-password-1"))
+    report = client.get("/status/").json()
+    assert report["streams"] == [] and report["queries"] == []
+    assert {c["name"] for c in report["components"]} == {"worker", "beat"}
+    assert not any(c["alive"] for c in report["components"])  # no worker, no beat in this test
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_snapshot_carries_the_seq_of_its_last_change(user_client, query, redis_client):
+    bus.publish_changes(redis_client, query.pk, [added(query.pk, 1, seq=17)])
+    snapshot = bus.snapshot_of(query.pk, redis_client.hvals(bus.Keys.live(query.pk)),
+                               redis_client.xrevrange(bus.Keys.changes(query.pk), count=bus.SNAPSHOT_SEQ_SCAN), None)
+    assert snapshot.last_seq == 17
