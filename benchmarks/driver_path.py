@@ -4,10 +4,12 @@
   (what each executor core runs) over one Arrow batch of stored lines;
 * collect: ``collect_ops`` turning its output back into ops on the driver;
 * apply: ``GroupEvaluator.apply_batch`` with the three demo queries
-  (``kwmonitor.streams.demo.DEMO_QUERIES``), batches of ``--batch`` ops, on a
-  real Redis (``--redis-url``, flushed), after ``--ops`` ops of warm-up::
+  (``kwmonitor.streams.demo.DEMO_QUERIES``) or ``--random-queries N`` random
+  saved queries (``streaming.workloads.queries``), batches of ``--batch`` ops,
+  on a real Redis (``--redis-url``, flushed), after ``--ops`` ops of warm-up;
+  ``--profile FILE`` writes a cProfile of the timed apply::
 
-    .venv/bin/python benchmarks/driver_path.py
+    .venv/bin/python benchmarks/driver_path.py [--random-queries 100]
 
 Prints µs per op and the apply breakdown of the last batch.
 """
@@ -35,6 +37,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "driver-path")
+    parser.add_argument("--random-queries", type=int, default=0, help="N random saved queries instead of the demo's")
+    parser.add_argument("--profile", type=Path, default=None, help="write a cProfile of the timed apply here")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import json
@@ -52,7 +56,14 @@ def main() -> None:
     schema_doc = json.loads((args.workdir / "schema.json").read_text())
     with (args.workdir / "ops.ndjson").open() as ops:
         lines = [stamp(seq, line.strip()) for seq, line in enumerate(ops)]
-    plan = {"version": 1, "evaluator": 1, "queries": DEMO_QUERIES,
+    queries = DEMO_QUERIES
+    if args.random_queries:
+        from streaming.workloads.queries import StreamProfile, random_queries
+
+        with (args.workdir / "ops.ndjson").open() as ops:
+            profile = StreamProfile(schema_doc, (json.loads(line) for line in ops))
+        queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0)
+    plan = {"version": 1, "evaluator": 1, "queries": queries,
             "stream": {"id": 1, "name": "shop", "schema": schema_doc, "source": {"kind": "redis", "key": "bench"}}}
     keywords = group_keywords(plan)
 
@@ -74,13 +85,22 @@ def main() -> None:
     rows = [parse_stored_line(line, schema, keywords) for line in lines]
     for b in range(0, args.ops, args.batch):
         evaluator.apply_batch(b // args.batch, rows[b:b + args.batch])
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     for b in range(args.ops, 2 * args.ops, args.batch):
         metrics = evaluator.apply_batch(b // args.batch, rows[b:b + args.batch])
     apply_us = (time.perf_counter() - start) / args.ops * 1e6
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
     client.flushdb()
     print(f"parse {parse_us:.1f} us/op, collect {collect_us:.1f} us/op, apply_batch {apply_us:.1f} us/op "
-          f"(3 demo queries; last batch ms: {', '.join(f'{k} {v:.0f}' for k, v in metrics.breakdown_ms.items())})")
+          f"({len(queries)} queries; last batch ms: {', '.join(f'{k} {v:.0f}' for k, v in metrics.breakdown_ms.items())})")
 
 
 if __name__ == "__main__":

@@ -56,10 +56,20 @@ from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProper
 from .sharing.report import sharing_report
 from .sources import SourceError, split_seq
 
-__all__ = ["ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
+__all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
 _REPORT_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ParseSpec:
+    """What the executors parse a batch with: plan version, schema, vocabulary and selection constructs."""
+
+    version: int
+    schema: dict[str, Any]
+    keywords: tuple[str, ...]
+    selection: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +167,8 @@ class GroupEvaluator:
         self._narrow = 0
         self._clock: float | None = None
         self._saved_aggregates: dict[str, Any] | None = None
+        # replaced whole (never mutated), so the Spark driver thread reads it without the lock
+        self.parse_spec: ParseSpec | None = None
 
     # ----------------------------------------------------------- plan and state
 
@@ -235,7 +247,13 @@ class GroupEvaluator:
                 self._pending.pop(qid, None)
             self._reconcile(rebuilt)
             self._reported = 0.0
+            self._set_parse_spec()
             return True
+
+    def _set_parse_spec(self) -> None:
+        assert self.plan is not None
+        self.parse_spec = ParseSpec(self.plan.version, self.plan.stream.schema_, tuple(sorted(self.keywords)),
+                                    self.selection_plan())
 
     def _stored_ops(self, schema: Schema) -> list[Op]:
         """The stored tuples as inserts in event-time order (lines that no longer parse are dropped)."""
@@ -364,6 +382,7 @@ class GroupEvaluator:
                 for relation, stats in selection_stats:
                     selection.observe(relation, stats)
             self.engine.admission.flush()
+            self._set_parse_spec()
             self._persist()
             t_publish = time.perf_counter()
             for qid, pending in self._pending.items():

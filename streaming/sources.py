@@ -253,3 +253,60 @@ def redis_stream_last_id(client: redis.Redis, key: str) -> str:
     """Id of the newest entry ("0-0" if the stream is empty or missing)."""
     last = client.xrevrange(key, count=1)
     return last[0][0] if last else "0-0"
+
+
+def line_seq(line: str) -> int:
+    """The seq of a stored line (it is written first: no full decode)."""
+    head = line[:40]
+    if head.startswith('{"seq":'):
+        digits = head[7:].split(",", 1)[0].split("}", 1)[0]
+        if digits.isdigit():
+            return int(digits)
+    return split_seq(line)[0]
+
+
+def landing_files_through(directory: str | Path, applied_seq: int, through: str | None = None) -> list[str]:
+    """Names of the landing files (not archived) whose every op has a seq <= ``applied_seq``.
+
+    A file holds the seqs from its name up to the next file's; the newest file
+    is read to count its lines. ``through`` limits the files considered to
+    names <= it.
+    """
+    directory = Path(directory)
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if is_landing_file(e.name))
+    except FileNotFoundError:
+        return []
+    if through is not None:
+        names = [n for n in names if n <= through]
+    done = []
+    for i, name in enumerate(names):
+        if i + 1 < len(names):
+            last = landing_file_seq(names[i + 1]) - 1
+        else:
+            with open(directory / name, "rb") as fh:
+                last = landing_file_seq(name) + fh.read().count(b"\n") - 1
+        if last > applied_seq:
+            break
+        done.append(name)
+    return done
+
+
+def unapplied_landing_lines(directory: str | Path, applied_seq: int, through: str) -> list[str]:
+    """The stored lines with a seq > ``applied_seq`` in the files up to ``through`` (not archived)."""
+    directory = Path(directory)
+    out = []
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if is_landing_file(e.name) and e.name <= through)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        with open(directory / name, encoding="utf-8") as fh:
+            out += [line for line in fh.read().split("\n") if line and line_seq(line) > applied_seq]
+    return out
+
+
+def applied_seq_of(client: redis.Redis, state_key: str) -> int:
+    """The last seq an evaluator applied and persisted (-1: none)."""
+    value = client.hget(state_key, "seq")
+    return int(value) if value is not None else -1

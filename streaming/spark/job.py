@@ -11,24 +11,29 @@ offsets; the evaluator's own state lives in Redis (see ``streaming.evaluator``).
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import sys
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from streaming.evaluator import GroupEvaluator
-from streaming.sources import landing_archive, landing_file_name
+from streaming import bus
+from streaming.evaluator import GroupEvaluator, parse_stored_line
+from streaming.sources import landing_archive, landing_file_name, line_seq, read_redis_stream, unapplied_landing_lines
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
-__all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "PROJECT_ROOT", "spark_session", "warm_up", "source_frame", "BatchHandler", "start_query"]
+__all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "PROJECT_ROOT", "spark_session", "warm_up", "source_frame",
+           "BatchHandler", "committed_offset", "recover_committed", "start_query"]
 
 WARM_UP_BATCHES = 3
 WARM_UP_LINES = MIN_PARTITION_OPS  # a file per core, each its own partition
@@ -86,10 +91,10 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
     bigger and slower, take seconds to drain. The lines are rejected by the
     parser; nothing reaches the evaluator.
     """
-    plan = evaluator.plan
-    if plan is None:
+    spec = evaluator.parse_spec
+    if spec is None:
         raise RuntimeError("the evaluator has no plan")
-    parser = make_parser(plan.stream.schema_, sorted(evaluator.keywords), evaluator.selection_plan())
+    parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
 
     def parse_only(frame: DataFrame, _batch_id: int) -> None:
         collect_ops(frame.mapInArrow(parser, PARSED_SCHEMA).toArrow())
@@ -113,13 +118,15 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
         query.awaitTermination()
 
 
-def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, max_rows: int | None = None) -> DataFrame:
+def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, max_rows: int | None = None,
+                 applied_key: str | None = None) -> DataFrame:
     """The streaming DataFrame (one ``value`` string column) of a plan's ``source``.
 
     ``max_rows`` caps a micro-batch (whole landing files, at least one).
     A landing batch is split into at most one partition per core of the
     Spark application, and its files move to the stream's archive once it is
-    committed (``streaming.spark.landing_source``).
+    committed (``streaming.spark.landing_source``) — with ``applied_key`` (the
+    evaluator's state hash), once the evaluator has also applied them.
     """
     if source["kind"] == "landing":
         path = Path(source["path"])
@@ -129,8 +136,12 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
             .option("archive", str(landing_archive(path)))
             .option("partitions", str(spark.sparkContext.defaultParallelism))
         )
+        if applied_key is not None:
+            reader = reader.option("appliedUrl", redis_url).option("appliedKey", applied_key)
     elif source["kind"] == "redis":
         reader = spark.readStream.format("kwredis").option("url", redis_url).option("key", source["key"])
+        if applied_key is not None:
+            reader = reader.option("appliedKey", applied_key)
     else:
         raise ValueError(f"unknown source kind {source['kind']!r}")
     if max_rows:
@@ -139,27 +150,95 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
 
 
 class BatchHandler:
-    """The ``foreachBatch`` function: executors parse, the evaluator applies and publishes."""
+    """The ``foreachBatch`` function: executors parse, the evaluator applies and publishes.
 
-    def __init__(self, evaluator: GroupEvaluator):
+    ``pipelined``: the evaluator applies a batch on a worker thread while
+    Spark plans, reads and parses the next one (at most one batch waits), so
+    a batch costs the longer of the two stages instead of their sum. Spark
+    then commits a batch before it is applied; the sources keep a batch's
+    input until the evaluator has applied it (``applied_key`` of
+    :func:`source_frame`) and :func:`recover_committed` applies it at the
+    next start. Otherwise each batch is applied before ``foreachBatch`` returns.
+    """
+
+    def __init__(self, evaluator: GroupEvaluator, pipelined: bool = False):
         self.evaluator = evaluator
         self.batches = 0
+        self.pipelined = pipelined
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
+        self._pending: Future | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         evaluator = self.evaluator
-        with evaluator.lock:
-            evaluator.refresh_plan()
-            plan = evaluator.plan
-            assert plan is not None
-            version = evaluator.plan_version
-            parser = make_parser(plan.stream.schema_, sorted(evaluator.keywords), evaluator.selection_plan())
+        if self._pool is None:
+            with evaluator.lock:
+                evaluator.refresh_plan()
+        spec = evaluator.parse_spec
+        assert spec is not None
+        parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
         started = time.perf_counter()
         table = frame.mapInArrow(parser, PARSED_SCHEMA).toArrow()
         rows, selection_stats = collect_ops(table)
         parse_ms = (time.perf_counter() - started) * 1000
-        evaluator.apply_batch(batch_id, rows, parse_ms=parse_ms, selection_stats=selection_stats,
-                              parsed_with_version=version)
+        apply = functools.partial(evaluator.apply_batch, batch_id, rows, parse_ms=parse_ms,
+                                  selection_stats=selection_stats, parsed_with_version=spec.version)
+        if self._pool is None:
+            apply()
+        else:
+            self.drain()
+            self._pending = self._pool.submit(apply)
         self.batches += 1
+
+    def drain(self) -> None:
+        """Wait for the batch being applied (re-raising its error)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Finish the batch being applied and stop the worker."""
+        try:
+            self.drain()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+
+def committed_offset(checkpoint_dir: str | Path) -> dict[str, Any] | None:
+    """The source offset of the last batch Spark committed in a query checkpoint (None: none yet)."""
+    query = Path(checkpoint_dir) / "query"
+    try:
+        batches = sorted(int(p.name) for p in (query / "commits").iterdir() if p.name.isdigit())
+    except FileNotFoundError:
+        return None
+    if not batches:
+        return None
+    lines = (query / "offsets" / str(batches[-1])).read_text(encoding="utf-8").splitlines()
+    return json.loads(lines[-1])
+
+
+def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, redis_url: str) -> int:
+    """Apply what Spark committed but the evaluator had not applied when it stopped; returns how many lines.
+
+    Only a pipelined evaluator leaves such a batch; its input is still in the
+    source because the source keeps what the evaluator has not applied.
+    """
+    plan, schema = evaluator.plan, evaluator.schema
+    offset = committed_offset(checkpoint_dir)
+    if plan is None or schema is None or offset is None:
+        return 0
+    source = plan.stream.source
+    if source["kind"] == "landing" and offset.get("file"):
+        lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
+    elif source["kind"] == "redis" and offset.get("id", "0-0") != "0-0":
+        entries = read_redis_stream(bus.connect(redis_url), source["key"], "0-0", offset["id"], count=10_000_000)
+        lines = [line for _, line in entries if line_seq(line) > evaluator.applied_seq]
+    else:
+        return 0
+    if lines:
+        keywords = evaluator.keywords
+        evaluator.apply_batch(-1, [parse_stored_line(line, schema, keywords) for line in lines])
+    return len(lines)
 
 
 def start_query(
@@ -170,14 +249,21 @@ def start_query(
     trigger_seconds: float = DEFAULT_TRIGGER_SECONDS,
     available_now: bool = False,
     max_rows: int | None = None,
+    handler: BatchHandler | None = None,
 ) -> StreamingQuery:
-    """Start the evaluator's streaming query from its checkpoint (the plan must be loaded)."""
+    """Start the evaluator's streaming query from its checkpoint (the plan must be loaded).
+
+    A pipelined ``handler`` needs the sources to keep what is not applied:
+    its state key goes to them, and :func:`recover_committed` must have run.
+    """
     plan = evaluator.plan
     if plan is None:
         raise RuntimeError("the evaluator has no plan")
-    frame = source_frame(spark, plan.stream.source, redis_url, max_rows)
+    handler = handler or BatchHandler(evaluator)
+    applied_key = bus.Keys.evaluator_state(evaluator.evaluator_id) if handler.pipelined else None
+    frame = source_frame(spark, plan.stream.source, redis_url, max_rows, applied_key)
     writer = (
-        frame.writeStream.foreachBatch(BatchHandler(evaluator))
+        frame.writeStream.foreachBatch(handler)
         .option("checkpointLocation", str(Path(checkpoint_dir) / "query"))
         .queryName(f"evaluator-{evaluator.evaluator_id}")
     )

@@ -14,7 +14,11 @@ seq, renamed into place in seq order, so
   is capped at ``maxRows`` ops exactly (whole files, at least one);
 * once Spark commits a batch its files move to ``archive`` (the stream's
   :func:`~streaming.sources.landing_archive`), so the directory listed every
-  micro-batch only holds what is not yet committed.
+  micro-batch only holds what is not yet committed. With ``appliedUrl`` and
+  ``appliedKey`` (an evaluator's state hash in Redis) a committed file moves
+  only once the evaluator has applied and persisted all its ops: an evaluator
+  that applies a batch while Spark reads the next can then still recover a
+  batch Spark committed before it was applied.
 
 A batch's files are split into up to ``partitions`` contiguous ranges of about
 equal size (no more than one per :data:`MIN_PARTITION_OPS` ops), read and
@@ -56,11 +60,13 @@ class FileRange(InputPartition):
 class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets ``{"file": "<name of the last file read>"}`` (``""``: nothing read yet)."""
 
-    def __init__(self, directory: str, archive: str, max_rows: int | None, partitions: int):
+    def __init__(self, directory: str, archive: str, max_rows: int | None, partitions: int,
+                 applied: tuple[str, str] | None = None):
         self.directory = Path(directory)
         self.archive = Path(archive)
         self.max_rows = max_rows
         self.partition_count = max(1, partitions)
+        self.applied = applied
         self._target: str | None = None
 
     def _listing(self) -> list[str]:
@@ -148,9 +154,17 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 yield pa.RecordBatch.from_pydict({"value": lines})
 
     def commit(self, end: dict) -> None:
-        """Move the committed files (and any left by a crash before an earlier commit) to the archive."""
+        """Move the committed files (and any left by a crash before an earlier commit) to the archive,
+        held back while the evaluator has not applied them (``applied``)."""
         end_name = end.get("file", "")
-        done = [name for name in self._listing() if name <= end_name]
+        if self.applied is not None:
+            from streaming import bus
+            from streaming.sources import applied_seq_of, landing_files_through
+
+            url, key = self.applied
+            done = landing_files_through(self.directory, applied_seq_of(bus.connect(url), key), end_name)
+        else:
+            done = [name for name in self._listing() if name <= end_name]
         if not done:
             return
         self.archive.mkdir(parents=True, exist_ok=True)
@@ -171,5 +185,6 @@ class LandingOpsSource(DataSource):
     def streamReader(self, schema: StructType) -> LandingOpsReader:
         options = {k.lower(): v for k, v in self.options.items()}
         max_rows = options.get("maxrows")
+        applied = (options["appliedurl"], options["appliedkey"]) if "appliedkey" in options else None
         return LandingOpsReader(options["path"], options["archive"], int(max_rows) if max_rows else None,
-                                int(options.get("partitions", "2")))
+                                int(options.get("partitions", "2")), applied)

@@ -98,12 +98,16 @@ class EvaluatorProcess:
         self.evaluator.start()
         self.set_status("starting", "plan loaded, starting Spark")
 
-        from streaming.spark.job import spark_session, start_query, warm_up
+        from streaming.spark.job import BatchHandler, recover_committed, spark_session, start_query, warm_up
 
         spark = spark_session(self.args.master, app_name=f"kwmonitor-evaluator-{self.args.evaluator}")
         query = None
+        handler = BatchHandler(self.evaluator, pipelined=not self.args.available_now)
         code = 0
         try:
+            recovered = recover_committed(self.evaluator, self.args.checkpoint_dir, self.args.redis_url)
+            if recovered:
+                print(f"applied {recovered} ops Spark had committed before the last stop", file=sys.stderr)
             warm_up(spark, self.evaluator)
             query = start_query(
                 spark,
@@ -113,6 +117,7 @@ class EvaluatorProcess:
                 trigger_seconds=self.args.trigger_seconds,
                 available_now=self.args.available_now,
                 max_rows=self.args.max_rows_per_batch or None,
+                handler=handler,
             )
             self.set_status("running")
             while not self.stopping.is_set():
@@ -122,6 +127,8 @@ class EvaluatorProcess:
                         raise RuntimeError(str(error))
                     break
             self.set_status("stopping")
+            query.stop()
+            handler.close()
         except Exception as exc:
             # After SIGTERM to the whole process group the JVM may be gone first: still a clean stop.
             if not self.stopping.is_set():
@@ -131,6 +138,7 @@ class EvaluatorProcess:
             self.stopping.set()
             if query is not None:
                 _quietly(query.stop)
+            _quietly(handler.close)
             _quietly(spark.stop)
         if code == 0:
             self.set_status("stopped")

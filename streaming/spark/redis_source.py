@@ -5,7 +5,9 @@ string column ``value`` per entry, the stored op line with its ``seq``, like
 Spark's text source over a landing directory. Offsets are Redis stream entry
 ids, so Spark's checkpoint resumes exactly after the last committed batch;
 once Spark commits a batch the entries up to it are trimmed (the evaluator's
-persisted state now holds what they did).
+persisted state now holds what they did). With ``appliedKey`` (an evaluator's
+state hash) only the entries the evaluator has applied and persisted are
+trimmed, so it can recover a batch Spark committed before it was applied.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ class IdRange(InputPartition):
 class RedisOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets ``{"id": "<ms>-<n>"}``; one partition per micro-batch (the stream is one ordered log)."""
 
-    def __init__(self, url: str, key: str, max_rows: int | None):
+    def __init__(self, url: str, key: str, max_rows: int | None, applied_key: str | None = None):
         self.url = url
         self.key = key
         self.max_rows = max_rows
+        self.applied_key = applied_key
         self._target: str | None = None
 
     def _client(self):
@@ -103,8 +106,25 @@ class RedisOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             after = entries[-1][0]
 
     def commit(self, end: dict) -> None:
-        if end["id"] != "0-0":
-            self._client().xtrim(self.key, minid=end["id"], approximate=False)
+        if end["id"] == "0-0":
+            return
+        client = self._client()
+        minid = end["id"]
+        if self.applied_key is not None:
+            from streaming.sources import applied_seq_of, line_seq, read_redis_stream
+
+            applied = applied_seq_of(client, self.applied_key)
+            after = "0-0"
+            while True:  # keep from the first entry the evaluator has not applied
+                entries = read_redis_stream(client, self.key, after, end["id"], count=_READ_CHUNK)
+                first = next((entry_id for entry_id, line in entries if line_seq(line) > applied), None)
+                if first is not None:
+                    minid = first
+                    break
+                if len(entries) < _READ_CHUNK:
+                    break
+                after = entries[-1][0]
+        client.xtrim(self.key, minid=minid, approximate=False)
 
 
 class RedisOpsSource(DataSource):
@@ -119,4 +139,6 @@ class RedisOpsSource(DataSource):
 
     def streamReader(self, schema: StructType) -> RedisOpsReader:
         max_rows = self.options.get("maxrows") or self.options.get("maxRows")
-        return RedisOpsReader(self.options["url"], self.options["key"], int(max_rows) if max_rows else None)
+        applied_key = self.options.get("appliedkey") or self.options.get("appliedKey")
+        return RedisOpsReader(self.options["url"], self.options["key"], int(max_rows) if max_rows else None,
+                              applied_key)
