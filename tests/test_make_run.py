@@ -6,7 +6,7 @@ Within 60 s of its evaluator running (Spark's own start-up, 15-20 s on a quiet
 two-core machine and much more on a loaded one, is left out of the bound so
 the test holds under load; the times from the start are printed), a browser
 sees on the demo's pages: results of a query, batch metrics (processing
-rate), dropping ratios, rearrangements and dead letters. Then a second stream's evaluator is started
+rate), dropping ratios, rearrangements, dead letters, aggregate tiles and the Sharing page's classes. Then a second stream's evaluator is started
 from the admin (a Celery task run by the demo's worker), and Ctrl-C (SIGINT)
 must stop the feeder, beat, the worker, both evaluators with their Spark
 JVMs, and the web server, saying so for each.
@@ -109,7 +109,11 @@ def test_the_demo_shows_every_panel_within_a_minute_and_ctrl_c_stops_everything(
                 expect(page.locator("#stat-processing")).not_to_have_text("–", timeout=left())
                 expect(page.locator("#dropping-empty")).to_be_hidden(timeout=left())
                 expect(page.locator("#rearrangements li").first).to_be_visible(timeout=left())
+                average = page.locator(".stat.aggregate", has_text="average price")
+                expect(average.locator('[data-field="value"]')).not_to_have_text("–", timeout=left())
                 page.screenshot(path=str(tmp_path / "stream.png"), full_page=True)
+                page.goto(f"{base}/sharing/")
+                expect(page.locator(".sharing-classes")).to_contain_text("dress in texas, from $10", timeout=left())
                 page.goto(f"{base}/")
                 gifts = page.locator("tr[data-query]", has_text="gifts from Texans")
                 gifts.locator("a").first.click()

@@ -10,11 +10,11 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
 from kwmonitor.catalog.models import Schema
-from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from kwmonitor.streams.models import Stream
 
-__all__ = ["visible_queries", "visible_streams", "visible_schemas", "may_view_query", "may_view_stream",
-           "may_see_dead_letter_lines"]
+__all__ = ["visible_queries", "visible_streams", "visible_schemas", "visible_aggregates", "may_view_query",
+           "may_view_stream", "may_see_dead_letter_lines"]
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -39,6 +39,14 @@ def visible_schemas(user: User) -> QuerySet[Schema]:
     if user.is_staff:
         return Schema.objects.all()
     return Schema.objects.filter(Q(queries__owner=user) | Q(streams__queries__owner=user)).distinct()
+
+
+def visible_aggregates(user: User) -> QuerySet[AggregateSubscription]:
+    """Aggregate subscriptions: staff see all; others their own and those over their queries' results."""
+    if not user.is_authenticated or not user.is_active:
+        return AggregateSubscription.objects.none()
+    subscriptions = AggregateSubscription.objects.select_related("stream", "source_query")
+    return subscriptions if user.is_staff else subscriptions.filter(Q(owner=user) | Q(source_query__owner=user))
 
 
 def may_see_dead_letter_lines(user: User) -> bool:

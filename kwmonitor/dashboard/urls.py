@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import sharing, views
 
 app_name = "dashboard"
 
@@ -12,5 +12,7 @@ urlpatterns = [
     path("streams/<int:pk>/", views.stream_detail, name="stream"),
     path("schemas/<int:pk>/", views.schema_detail, name="schema"),
     path("status/", views.status, name="status"),
+    path("sharing/", sharing.sharing, name="sharing"),
+    path("sharing/fragment/", sharing.sharing_fragment, name="sharing-fragment"),
     path("favicon.ico", views.favicon, name="favicon"),
 ]

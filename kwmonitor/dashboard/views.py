@@ -27,7 +27,9 @@ from streaming import bus
 from streaming.events import BatchMetrics, HealthReport, parse_event
 from streaming.schema import SchemaError
 
-from .access import may_see_dead_letter_lines, visible_queries, visible_schemas, visible_streams
+from kwmonitor.queries.sharing import sharing_class_of
+
+from .access import may_see_dead_letter_lines, visible_aggregates, visible_queries, visible_schemas, visible_streams
 from .health import health_report
 from .schema_graph import draw_schema
 
@@ -52,6 +54,20 @@ def _last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
         if isinstance(event, BatchMetrics):
             return entries[0][0], event
     return (entries[0][0] if entries else "0-0"), None
+
+
+def _aggregate_tiles(subscriptions: Any) -> list[dict[str, Any]]:
+    """What an aggregate tile shows before its first value arrives on the stream feed."""
+    out = []
+    for a in subscriptions.filter(enabled=True).order_by("name", "id"):
+        what = f"{a.get_aggregate_display()} of {a.attribute}" if a.attribute else (
+            "count of new results" if a.source_query_id else "count of inserts")
+        source = f"results of {a.source_query.name}" if a.source_query_id else a.source_relation
+        unit = "s" if a.window_kind == "time" else "items"
+        out.append({"id": a.pk, "name": a.name, "what": f"{what} ({source})",
+                    "window": f"last {a.window} {unit}, every {a.step} {unit}",
+                    "having": a.having})
+    return out
 
 
 def _status_config(report: HealthReport) -> dict[str, Any]:
@@ -113,6 +129,8 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
         live, changes = pipe.execute()
     report = health_report(request.user, stream_ids=[query.stream_id] if query.stream_id else [], query_ids=[query.pk])
     config = query_config(query)
+    aggregates = _aggregate_tiles(visible_aggregates(request.user).filter(source_query=query))
+    sharing_class = sharing_class_of(client, query)
     return render(
         request,
         "dashboard/query.html",
@@ -123,10 +141,16 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "changes": changes,
             "health": report.queries[0],
             "report": report,
+            "aggregates": aggregates,
+            "sharing_class": sharing_class,
+            "sharing_others": list(visible_queries(request.user).filter(pk__in=sharing_class.others)
+                                   .values("pk", "name")) if sharing_class else [],
             "page": {
                 "query": query.pk,
                 "config": config.model_dump(mode="json"),
                 "feed": f"/ws/queries/{query.pk}/",
+                "aggregates": [a["id"] for a in aggregates],
+                "stream_feed": f"/ws/streams/{query.stream_id}/?replay={STREAM_PAGE_REPLAY}" if aggregates else None,
                 "rates": _rate_history(query.pk, int(time.time() * 1000)),
                 "window": RATE_WINDOW_SECONDS,
             },
@@ -153,6 +177,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "report": report,
             "show_lines": show_lines,
             "queries": visible_queries(request.user).filter(stream=stream).order_by("name"),
+            "aggregates": _aggregate_tiles(visible_aggregates(request.user).filter(stream=stream)),
             "page": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}",
                      "show_lines": show_lines},
             "status": _status_config(report),

@@ -84,5 +84,5 @@ class AggregateClass:
                                                               for m in self.members]))
 
     def stats(self) -> dict[str, Any]:
-        return {"subscribers": [m.id for m in self.members], "source_relation": self.source_relation,
-                "source_query": self.source_query, **self.aggregator.stats()}
+        return {**self.aggregator.stats(), "subscribers": [m.id for m in self.members],
+                "source_relation": self.source_relation, "source_query": self.source_query}

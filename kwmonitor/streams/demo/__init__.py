@@ -6,7 +6,9 @@ dropped before any keyword engine. The feed (``manage.py write_demo_feed``)
 alternates a sale season (cheap products, Texan customers) with a premium one
 (dear products, Oregonians), so the dropping ratio shifts and the monitor
 rearranges its sequences, and it carries a few bad lines that become dead
-letters at ingest.
+letters at ingest. Two queries share the keywords {dress, texas}, so they
+share one sharing class, and three aggregate subscriptions give the
+dashboards live tiles.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from kwmonitor.catalog.models import Schema
-from kwmonitor.queries.models import KeywordQuery, Predicate
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate
 from kwmonitor.streams.models import Stream
 
-__all__ = ["DEMO_DIR", "DEMO_QUERIES", "BAD_LINES", "Demo", "load_demo", "demo_feed"]
+__all__ = ["DEMO_DIR", "DEMO_QUERIES", "DEMO_AGGREGATES", "BAD_LINES", "Demo", "load_demo", "demo_feed"]
 
 DEMO_DIR = Path(__file__).resolve().parent
 
@@ -38,6 +40,14 @@ DEMO_QUERIES = [
     ("boots to oregon", "boots oregon", 4, 3600.0,
      [("Product", "price", ">=", 100), ("Customer", "state", "=", "Oregon")]),
     ("gifts from Texans", "gift", 3, 1800.0, [("Product", "price", "<", 60), ("Customer", "state", "=", "Texas")]),
+    ("dress in texas, from $10", "texas dress", 4, 1800.0, [("Product", "price", ">=", 10)]),
+]
+
+# (name, source query name or None, source relation, aggregate, attribute, window s, step s, having)
+DEMO_AGGREGATES = [
+    ("average price, last 10 min", None, "Product", "avg", "price", 600, 60, ""),
+    ("dress-in-texas results born per 10 min", "dress in texas, on sale", "", "count", "", 600, 60, ""),
+    ("orders per 5 min, when busy", None, "Order", "count", "", 300, 60, ">= 50"),
 ]
 
 # Lines a careless client sends: each becomes a dead letter at ingest, with its reason.
@@ -87,6 +97,13 @@ def load_demo(username: str = "demo", password: str | None = None, stream_name: 
                 for relation, attribute, op, value in predicates:
                     Predicate.objects.create(query=query, relation=relation, attribute=attribute, op=op, value=value)
             queries.append(query)
+        by_name = {q.name: q for q in queries}
+        for name, query_name, relation, aggregate, attribute, window, step, having in DEMO_AGGREGATES:
+            AggregateSubscription.objects.get_or_create(
+                name=name, stream=stream,
+                defaults={"owner": user, "source_query": by_name.get(query_name) if query_name else None,
+                          "source_relation": relation, "aggregate": aggregate, "attribute": attribute,
+                          "window": window, "step": step, "having": having})
     return Demo(username, password, schema, stream, queries)
 
 

@@ -250,4 +250,13 @@
     toggle.textContent = feed.stopped ? "Resume" : "Pause";
   });
   window.kwQueryFeed = feed; // for operators poking at the page from the console
+  // aggregate subscriptions over this query's results: their values come on the stream's feed
+  if (config.stream_feed) {
+    const tiles = new kw.AggregateTiles(document);
+    new kw.LiveFeed(config.stream_feed, {
+      onMessage(message) {
+        if (message.type === "aggregate.value") tiles.push(message);
+      },
+    });
+  }
 })();

@@ -39,8 +39,12 @@
   }
 
   let dead = 0;
+  const aggregates = new kw.AggregateTiles(document);
 
   const handlers = {
+    "aggregate.value"(e) {
+      aggregates.push(e);
+    },
     "evaluator.status"() {
       kw.health.refresh();
     },

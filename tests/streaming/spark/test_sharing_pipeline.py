@@ -31,8 +31,8 @@ QUERIES = [("dress texas", 4, None, []), ("texas dress", 3, 20.0, [PRICEY]), ("h
            ("", 1, 30.0, [CHEAP])]
 
 
-def test_a_shared_plan_through_spark_equals_run_plan(spark, client, db, ecommerce_schema, user, redis_client,
-                                                      redis_url, settings, tmp_path):
+def test_a_shared_plan_through_spark_equals_run_plan(spark, client, admin_client, db, ecommerce_schema, user,
+                                                      redis_client, redis_url, settings, tmp_path):
     from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate
     from kwmonitor.streams.models import Stream
     from kwmonitor.streams.plans import build_plan, publish_plan
@@ -93,3 +93,7 @@ def test_a_shared_plan_through_spark_equals_run_plan(spark, client, db, ecommerc
         assert values[subscription.pk] == [json.loads(line) for line in file] != [], subscription.name
     report = bus.read_sharing_report(redis_client, stream.pk)
     assert report is not None and report.totals["classes"] == 3 and report.totals["queries_sharing"] == 1
+    page = admin_client.get(reverse("dashboard:sharing"))  # the Sharing page renders the evaluator's own report
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert all(q.name in text for q in queries) and "results of dress texas" in text
