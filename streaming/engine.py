@@ -77,18 +77,24 @@ class StreamEngine:
         else:
             raise OpRejected(f"op must be 'insert' or 'delete', got {op.kind!r}")
 
-    def apply(self, op: Op) -> list[Change]:
-        """Expire what the op's time pushes out of the window, then apply it; return the changes."""
-        relation, key, ts = op.relation, op.key, op.ts
-        rows = self.store.rows.get(relation)
-        row = None if rows is None else rows.get(key)
+    def _judge(self, op: Op) -> bool:
+        """The stream rules, fast: True for an insert and False for a delete the stream accepts; any
+        other op raises :class:`OpRejected` (with :meth:`check`'s reason) and changes nothing."""
+        rows = self.store.rows.get(op.relation)
+        row = None if rows is None else rows.get(op.key)
         insert = op.kind == "insert"
-        if (rows is None or (self.last_ts is not None and ts < self.last_ts)
+        if (rows is None or (self.last_ts is not None and op.ts < self.last_ts)
                 or (not insert and op.kind != "delete")
-                or insert == (row is not None and not self.window.expires_by(row, ts))):
+                or insert == (row is not None and not self.window.expires_by(row, op.ts))):
             self.rejected += 1
             self.check(op)
             raise AssertionError(f"check() accepted an op apply() rejects: {op}")
+        return insert
+
+    def apply(self, op: Op) -> list[Change]:
+        """Expire what the op's time pushes out of the window, then apply it; return the changes."""
+        relation, key, ts = op.relation, op.key, op.ts
+        insert = self._judge(op)
         changes = [Change("remove", r) for r in self._expire(ts)] if self.window.pending(ts) else []
         if insert:
             values = op.values

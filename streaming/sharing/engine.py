@@ -44,14 +44,12 @@ from .aggregates import AggregateClass
 from .classes import ClassRuntime, Clock, FilterClass, KeywordClass
 from .delivery import bits_of
 from .matching import (
-    AggregateClassProperties,
     ClassProperties,
     NarrowingRule,
-    aggregate_matches,
-    aggregate_merge,
     matches,
     merge,
     narrow,
+    registration_aggregate_classes,
     should_narrow,
 )
 from .properties import AggregateProperties, QueryProperties
@@ -286,17 +284,7 @@ class SharedEngine(StreamEngine):
 
     def _set_aggregates(self, subs: Sequence[AggregateProperties]) -> None:
         """Group the aggregate subscriptions into shared windows; unchanged groups keep their state."""
-        groups: list[tuple[AggregateClassProperties, list[AggregateProperties]]] = []
-        for s in subs:
-            for i, (props, members) in enumerate(groups):
-                if aggregate_matches(props, s):
-                    members.append(s)
-                    break
-                if self.mode == "widen" and props.share_key == s.share_key:
-                    groups[i] = (aggregate_merge(props, s), members + [s])
-                    break
-            else:
-                groups.append((AggregateClassProperties.of(s), [s]))
+        groups = registration_aggregate_classes(subs, self.mode)
         current = {(c.props, tuple(m.id for m in c.members)): c for c in self.aggregate_classes}
         classes = []
         for props, members in groups:
@@ -356,15 +344,7 @@ class SharedEngine(StreamEngine):
         op the stream rules reject.
         """
         relation, key, ts = op.relation, op.key, op.ts
-        rows = self.store.rows.get(relation)
-        row = None if rows is None else rows.get(key)
-        insert = op.kind == "insert"
-        if (rows is None or (self.last_ts is not None and ts < self.last_ts)
-                or (not insert and op.kind != "delete")
-                or insert == (row is not None and not self.window.expires_by(row, ts))):
-            self.rejected += 1
-            self.check(op)
-            raise AssertionError(f"check() accepted an op apply() rejects: {op}")
+        insert = self._judge(op)
         self.clock.now = ts
         if self.last_ts is None:
             for cls in self.aggregate_classes:

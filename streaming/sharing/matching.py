@@ -27,7 +27,7 @@ window (:func:`~streaming.sharing.windows.relax_window`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .intervals import IntervalSet
 from .properties import AggregateProperties, QueryProperties, Selection
@@ -207,34 +207,32 @@ def should_narrow(current: ClassProperties, narrowed: ClassProperties, produced:
     return produced >= rule.min_results and undelivered >= rule.waste * produced
 
 
-def registration_classes(queries: Iterable[QueryProperties], mode: str) -> list[tuple[ClassProperties, list[int]]]:
-    """Classes and their members (query ids) for queries registered one after another."""
-    classes: list[tuple[ClassProperties, list[int]]] = []
-    for q in queries:
+def _register(items: Iterable[Any], mode: str, of: Callable[[Any], Any], serves: Callable[[Any, Any], bool],
+              widen: Callable[[Any, Any], Any], key: Callable[[Any], Any]) -> list[tuple[Any, list[Any]]]:
+    """Items registered one after another: each joins the first class that serves it, or (``widen``)
+    widens the class of its key, or starts a class of its own."""
+    classes: list[tuple[Any, list[Any]]] = []
+    for item in items:
         for i, (props, members) in enumerate(classes):
-            if mode != "none" and matches(props, q):
-                members.append(q.id)
+            if mode != "none" and serves(props, item):
+                members.append(item)
                 break
-            if mode == "widen" and props.keywords == q.keywords and props.output == q.output:
-                classes[i] = (merge(props, q), members + [q.id])
+            if mode == "widen" and key(props) == key(item):
+                classes[i] = (widen(props, item), members + [item])
                 break
         else:
-            classes.append((ClassProperties.of(q), [q.id]))
+            classes.append((of(item), [item]))
     return classes
+
+
+def registration_classes(queries: Iterable[QueryProperties], mode: str
+                         ) -> list[tuple[ClassProperties, list[QueryProperties]]]:
+    """Sharing classes and their members for queries registered one after another."""
+    return _register(queries, mode, ClassProperties.of, matches, merge, lambda x: (x.keywords, x.output))
 
 
 def registration_aggregate_classes(subs: Iterable[AggregateProperties], mode: str
-                                   ) -> list[tuple[AggregateClassProperties, list[int]]]:
-    """Shared windows and their subscribers for aggregate subscriptions registered in order."""
-    classes: list[tuple[AggregateClassProperties, list[int]]] = []
-    for s in subs:
-        for i, (props, members) in enumerate(classes):
-            if mode != "none" and aggregate_matches(props, s):
-                members.append(s.id)
-                break
-            if mode == "widen" and props.share_key == s.share_key:
-                classes[i] = (aggregate_merge(props, s), members + [s.id])
-                break
-        else:
-            classes.append((AggregateClassProperties.of(s), [s.id]))
-    return classes
+                                   ) -> list[tuple[AggregateClassProperties, list[AggregateProperties]]]:
+    """Shared windows and their subscribers for aggregate subscriptions registered one after another."""
+    return _register(subs, mode, AggregateClassProperties.of, aggregate_matches, aggregate_merge,
+                     lambda x: x.share_key)
