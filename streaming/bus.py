@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -57,6 +57,7 @@ __all__ = [
     "Keys",
     "connect",
     "publish_changes",
+    "publish_serialized_changes",
     "reconcile",
     "read_snapshot",
     "SNAPSHOT_SEQ_SCAN",
@@ -199,14 +200,24 @@ def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[Result
 
     Returns how many changed the set (the others were already applied).
     """
-    if not changes:
-        return 0
-    argv: list[Any] = [CHANGES_MAXLEN]
-    for change in changes:
-        kind = "add" if isinstance(change, ResultAdded) else "remove"
-        argv += [kind, change.result.key, change.model_dump_json()]
+    serialized = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json())
+                  for c in changes]
+    return publish_serialized_changes(client, {query_id: serialized})
+
+
+def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str]]],
+                               chunk: int = 2_000) -> int:
+    """``publish_changes`` for many queries in one round trip: per query ``(kind, result key, payload
+    JSON)`` triples, each query's chunk one atomic script. Returns how many changed a live set."""
     script = client.register_script(_PUBLISH)
-    return int(script(keys=[Keys.live(query_id), Keys.changes(query_id)], args=argv))
+    with client.pipeline(transaction=False) as pipe:
+        for query_id, triples in changes.items():
+            for i in range(0, len(triples), chunk):
+                argv: list[Any] = [CHANGES_MAXLEN]
+                for triple in triples[i:i + chunk]:
+                    argv.extend(triple)
+                script(keys=[Keys.live(query_id), Keys.changes(query_id)], args=argv, client=pipe)
+        return sum(int(n) for n in pipe.execute())
 
 
 def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[ResultView]) -> int:

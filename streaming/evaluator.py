@@ -45,8 +45,8 @@ import redis
 from . import bus
 from .asc.predicates import PredicateError
 from .evaluate.results import Result
-from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultAdded, ResultRemoved,
-                     ResultView, SharingReport, TupleView, result_key)
+from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultView, SharingReport,
+                     TupleView, change_json, result_key)
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, parse_op
 from .schema import Schema
@@ -156,9 +156,9 @@ class GroupEvaluator:
         self.aggregate_errors: dict[int, str] = {}
         self.live_counts: dict[int, int] = {}
         self._seq = -1
-        self._pending: dict[int, list[ResultAdded | ResultRemoved]] = {}
+        self._pending: dict[int, list[tuple[str, str, str]]] = {}  # query -> (kind, result key, payload JSON)
         self._values: list[AggregateValue] = []
-        self._views: dict[tuple[Result, int], ResultView] = {}
+        self._views: dict[tuple[Result, int], tuple[ResultView, str]] = {}  # (result, class) -> view, its JSON
         self._words: dict[int, str] = {}
         self._dirty: set[tuple[str, Any]] = set()
         self._trust_selection = False
@@ -299,13 +299,10 @@ class GroupEvaluator:
     # ----------------------------------------------------------- engine sinks
 
     def _on_change(self, qid: int, kind: str, result: Result) -> None:
-        view = self._view(qid, result)
-        if kind == "add":
-            self._pending.setdefault(qid, []).append(ResultAdded(query=qid, seq=self._seq, result=view))
-            self.live_counts[qid] = self.live_counts.get(qid, 0) + 1
-        else:
-            self._pending.setdefault(qid, []).append(ResultRemoved(query=qid, seq=self._seq, result=view))
-            self.live_counts[qid] = self.live_counts.get(qid, 1) - 1
+        view, view_json = self._view_json(qid, result)
+        payload = change_json("add" if kind == "add" else "remove", qid, self._seq, view_json)
+        self._pending.setdefault(qid, []).append((kind, view.key, payload))
+        self.live_counts[qid] = self.live_counts.get(qid, 0) + (1 if kind == "add" else -1)
 
     def _on_value(self, aggregate_id: int, window_end: float, value: Any) -> None:
         assert self.stream_id is not None
@@ -317,7 +314,11 @@ class GroupEvaluator:
         self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
-        """The result as shown for ``qid`` (values and the class's keyword hits), one per class and result."""
+        return self._view_json(qid, result)[0]
+
+    def _view_json(self, qid: int, result: Result) -> tuple[ResultView, str]:
+        """The result as shown for ``qid`` (values and the class's keyword hits) and its JSON, made once
+        per class and result for all the class's queries."""
         assert self.engine is not None
         cls = self.engine.class_of[qid]
         cached = self._views.get((result, cls.index))
@@ -334,8 +335,8 @@ class GroupEvaluator:
             tuples.append(TupleView(relation=relation, key=key, values=values, hits=hits))
         edges = [((a[0], a[1]), (b[0], b[1]), fk) for a, b, fk in result.edges]
         view = ResultView(key=result_key(result.tuples, result.edges), tuples=tuples, edges=edges)
-        self._views[(result, cls.index)] = view
-        return view
+        made = self._views[(result, cls.index)] = (view, view.model_dump_json())
+        return made
 
     # ----------------------------------------------------------- batches
 
@@ -385,9 +386,7 @@ class GroupEvaluator:
             self._set_parse_spec()
             self._persist()
             t_publish = time.perf_counter()
-            for qid, pending in self._pending.items():
-                for i in range(0, len(pending), _PUBLISH_CHUNK):
-                    bus.publish_changes(self.client, qid, pending[i : i + _PUBLISH_CHUNK])
+            bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
             self._pending = {}
             self._views.clear()
             now = self.clock()

@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "parse_event",
     "result_key",
+    "change_json",
 ]
 
 
@@ -315,3 +316,12 @@ def result_key(tuples: Any, edges: Any) -> str:
         separators=(",", ":"),
         sort_keys=True,
     )
+
+
+def change_json(kind: Literal["add", "remove"], query: int, seq: int, result_json: str) -> str:
+    """The JSON of a :class:`ResultAdded` / :class:`ResultRemoved` whose result was serialized once.
+
+    Byte for byte what ``model_dump_json`` gives (a test checks it), for an
+    evaluator that sends one result to many queries of its class.
+    """
+    return f'{{"type":"result.{kind}","query":{int(query)},"seq":{int(seq)},"result":{result_json}}}'

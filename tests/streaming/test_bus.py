@@ -95,3 +95,25 @@ def test_stream_events_plan_and_heartbeat_round_trip(client):
 def test_parse_event_rejects_unknown_fields():
     with pytest.raises(ValueError):
         parse_event({"type": "result.add", "query": 1, "seq": 0, "result": view(1).model_dump(), "extra": 1})
+
+
+def test_change_json_is_the_models_own_json():
+    from streaming.events import ResultAdded, ResultRemoved, ResultView, TupleView, change_json
+
+    view = ResultView(key='[[["Order",9]],[]]', edges=[(("Order", 9), ("Customer", 5), "cid")], tuples=[
+        TupleView(relation="Order", key=9, values={"note": "gift \u00e9\"x", "price": 1.5, "n": None}, hits=["gift"])])
+    for model, kind in ((ResultAdded, "add"), (ResultRemoved, "remove")):
+        assert change_json(kind, 12, 345, view.model_dump_json()) == model(query=12, seq=345, result=view).model_dump_json()
+
+
+def test_serialized_changes_of_many_queries_in_one_round_trip(redis_client):
+    from streaming.events import ResultAdded, ResultView
+
+    def added(q, i):
+        return ResultAdded(query=q, seq=i, result=ResultView(key=f"k{i}", tuples=[], edges=[]))
+
+    triples = {q: [("add", f"k{i}", added(q, i).model_dump_json()) for i in range(3)] for q in (7, 8)}
+    triples[7].append(("add", "k1", added(7, 1).model_dump_json()))  # already live: dropped
+    assert bus.publish_serialized_changes(redis_client, triples, chunk=2) == 6
+    assert [c.seq for _, c in bus.read_changes(redis_client, 7, "0-0")] == [0, 1, 2]
+    assert len(bus.read_snapshot(redis_client, 8)[1]) == 3
