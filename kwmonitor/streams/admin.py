@@ -21,11 +21,12 @@ from .tasks import start_evaluator, stop_evaluator
 
 @admin.register(Stream)
 class StreamAdmin(admin.ModelAdmin):
-    list_display = ("name", "schema", "source_kind", "evaluator_status", "created")
-    list_filter = ("source_kind", "schema")
+    list_display = ("name", "schema", "item_format", "source_kind", "evaluator_status", "created")
+    list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "created")
-    fields = ("name", "schema", "source_kind", "ingest_token", "ingest_url", "source", "created")
+    fields = ("name", "schema", "item_format", "dtd", "xml_mapping", "source_kind", "ingest_token", "ingest_url",
+              "source", "created")
     actions = ["regenerate_token", "narrow"]
 
     @admin.display(description="evaluator")
@@ -35,7 +36,10 @@ class StreamAdmin(admin.ModelAdmin):
 
     @admin.display(description="ingest endpoint")
     def ingest_url(self, obj: Stream) -> str:
-        return f"POST {reverse('ingest:ingest', args=[obj.pk])} with Authorization: Bearer <ingest token>" if obj.pk else "-"
+        if not obj.pk:
+            return "-"
+        body = "application/xml items" if obj.is_xml else "application/x-ndjson ops"
+        return f"POST {reverse('ingest:ingest', args=[obj.pk])} ({body}) with Authorization: Bearer <ingest token>"
 
     @admin.display(description="source")
     def source(self, obj: Stream) -> str:

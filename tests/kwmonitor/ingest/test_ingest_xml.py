@@ -1,0 +1,103 @@
+"""XML items into an XML stream: item ops and mapped inserts with consecutive seqs, per-item dead letters, 415."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from django.urls import reverse
+from lxml import etree
+
+from streaming import sources
+from streaming.bus import read_stream_events
+from streaming.events import DeadLetter
+from streaming.workloads.photons import photon_items
+
+pytestmark = [pytest.mark.django_db, pytest.mark.redis]
+
+BILLION_LAUGHS = ('<!DOCTYPE photons [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;">]>'
+                  "<photons>{good}<photon><coord><cel><ra>1</ra><dec>2</dec></cel><det><dx>1</dx><dy>2</dy></det>"
+                  "</coord><phc>3</phc><en>&lol2;</en><det_time>9</det_time></photon>{good}</photons>")
+
+
+@pytest.fixture
+def landing(settings, tmp_path):
+    settings.LANDING_DIR = tmp_path
+    return tmp_path
+
+
+@pytest.fixture
+def stream(photons_stream, redis_client, landing):
+    return photons_stream
+
+
+def post(client, stream, body, content_type="application/xml"):
+    return client.post(reverse("ingest:ingest", args=[stream.pk]), data=body, content_type=content_type,
+                       HTTP_AUTHORIZATION=f"Bearer {stream.ingest_token}")
+
+
+def stored(stream, landing):
+    return [sources.split_seq(line) for line in sources.read_landing(landing / str(stream.pk))]
+
+
+def test_items_become_an_item_op_and_their_inserts_with_consecutive_seqs(client, stream, landing):
+    items = list(photon_items(3, seed=5))
+    response = post(client, stream, "<photons>" + "\n".join(items) + "</photons>")
+    assert response.status_code == 200
+    assert response.json() == {"accepted": 3, "rejected": 0, "ops": 6, "first_seq": 0, "last_seq": 5, "errors": []}
+    ops = stored(stream, landing)
+    assert [seq for seq, _ in ops] == list(range(6))
+    assert [op["op"] for _, op in ops] == ["item", "insert"] * 3
+    for k, text in enumerate(items):
+        item, insert = ops[2 * k][1], ops[2 * k + 1][1]
+        assert item["xml"] == text
+        assert insert["relation"] == "Photon" and insert["tuple"]["pid"] == k
+        assert item["ts"] == insert["ts"] == float(etree.fromstring(text).findtext("det_time"))
+    post(client, stream, "<photons>" + items[0] + "</photons>")
+    assert stored(stream, landing)[-1][1]["tuple"]["pid"] == 3  # generated keys go on across requests
+
+
+def test_an_attack_or_an_invalid_item_is_a_dead_letter_and_the_others_are_kept(client, stream, landing):
+    good = next(photon_items(1))
+    invalid = good.replace("<phc>", "<phc>x").replace("<det>", "<det><dz>1</dz>", 1)
+    body = BILLION_LAUGHS.format(good=good).replace("</photons>", invalid + "</photons>")
+    response = post(client, stream, body)
+    assert response.status_code == 200
+    answer = response.json()
+    assert (answer["accepted"], answer["rejected"], answer["ops"]) == (2, 2, 4)
+    assert [(e["index"], e["reason"].split(":")[0]) for e in answer["errors"]] == [
+        (1, "entity reference &lol2;"), (3, "Element det content does not follow the DTD, expecting (dx , dy), got (dz dx dy)")]
+    dead = [e for _, e in read_stream_events(stream_client(), stream.pk) if isinstance(e, DeadLetter)]
+    assert [d.reason.split(":")[0] for d in dead] == ["item 1 (line 1)", "item 3 (line 1)"]
+    assert all(d.seq is None for d in dead)
+
+
+def stream_client():
+    from kwmonitor.streams.connection import redis_client
+
+    return redis_client()
+
+
+def test_a_value_the_mapping_cannot_take_refuses_the_item(client, stream, landing):
+    good = next(photon_items(1))
+    response = post(client, stream, "<photons>" + good.replace("<phc>", "<phc>x") + "</photons>")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["reason"].startswith("Photon.phc (phc): 'x")
+    assert stored(stream, landing) == []
+
+
+def test_each_stream_refuses_the_other_format_with_415(client, stream, ecommerce_schema):
+    from kwmonitor.streams.models import Stream
+
+    response = post(client, stream, orjson.dumps({"op": "insert"}).decode(), "application/x-ndjson")
+    assert response.status_code == 415
+    assert "takes XML items (Content-Type: application/xml)" in response.json()["error"]
+    shop = Stream.objects.create(name="shop", schema=ecommerce_schema)
+    response = post(client, shop, "<photons/>", "text/xml")
+    assert response.status_code == 415 and "takes NDJSON ops" in response.json()["error"]
+
+
+def test_a_body_that_is_not_a_document_of_items(client, stream, landing):
+    response = post(client, stream, "<stars><photon/></stars>")
+    assert response.status_code == 400 and response.json()["accepted"] == 0
+    assert "the body's root element is <stars>" in response.json()["errors"][0]["reason"]
+    assert stored(stream, landing) == []
