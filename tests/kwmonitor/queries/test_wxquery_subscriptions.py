@@ -169,3 +169,9 @@ def test_the_feed_replays_then_follows_result_items(subscription, user, django_u
     assert [(m["type"], m["seq"]) for m in messages] == [("subscription.result", 2), ("subscription.result", 3),
                                                          ("subscription.result", 3)]
     assert messages[1]["item"] == "<rxj><en>3</en></rxj>" and messages[1]["id"] == messages[2]["id"]
+
+
+def test_the_overview_and_the_stream_page_link_the_subscription(subscription, user_client, redis_client):
+    page = reverse("dashboard:subscription", args=[subscription.pk])
+    assert page in user_client.get(reverse("dashboard:overview")).content.decode()
+    assert page in user_client.get(reverse("dashboard:stream", args=[subscription.stream_id])).content.decode()
