@@ -101,3 +101,26 @@ def test_a_body_that_is_not_a_document_of_items(client, stream, landing):
     assert response.status_code == 400 and response.json()["accepted"] == 0
     assert "the body's root element is <stars>" in response.json()["errors"][0]["reason"]
     assert stored(stream, landing) == []
+
+
+def _deep(levels: int) -> str:
+    return "<photon>" + "<coord>" * levels + "</coord>" * levels + "</photon>"
+
+
+@pytest.mark.parametrize("prolog, attack, reason", [
+    ('<!DOCTYPE photons [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>',
+     "<photon><coord><cel><ra>1</ra><dec>2</dec></cel><det><dx>1</dx><dy>2</dy></det></coord><phc>3</phc>"
+     "<en>&xxe;</en><det_time>9</det_time></photon>", "entity reference &xxe;: entities are never expanded"),
+    ('<!DOCTYPE photons [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>',
+     '<photon x="&b;"/>', "entity reference in attribute 'x': entities are never expanded"),
+    ("", _deep(40), "nested deeper than 32 levels"),
+    ("", '<photon big="' + "y" * 70_000 + '"/>', "attribute 'big' is longer than 65536 characters"),
+])
+def test_xml_attacks_are_refused_and_nothing_else_is_lost(client, stream, landing, prolog, attack, reason):
+    good = list(photon_items(2, seed=8))
+    response = post(client, stream, prolog + "<photons>" + good[0] + attack + good[1] + "</photons>")
+    assert response.status_code == 200
+    answer = response.json()
+    assert (answer["accepted"], answer["ops"]) == (2, 4)
+    assert [(e["index"], e["reason"]) for e in answer["errors"]] == [(1, reason)]
+    assert [op["xml"] for _, op in stored(stream, landing) if op["op"] == "item"] == good
