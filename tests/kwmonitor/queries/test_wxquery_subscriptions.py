@@ -175,3 +175,36 @@ def test_the_overview_and_the_stream_page_link_the_subscription(subscription, us
     page = reverse("dashboard:subscription", args=[subscription.pk])
     assert page in user_client.get(reverse("dashboard:overview")).content.decode()
     assert page in user_client.get(reverse("dashboard:stream", args=[subscription.stream_id])).content.decode()
+
+
+@pytest.mark.redis
+def test_the_page_says_what_the_evaluator_reported(subscription, photons_stream, user_client, redis_client):
+    from streaming.events import BatchMetrics
+
+    page = reverse("dashboard:subscription", args=[subscription.pk])
+    assert "no batch from the stream's evaluator yet" in user_client.get(page).content.decode()
+
+    def report(wxquery: dict) -> None:
+        bus.publish_stream_event(redis_client, photons_stream.pk, BatchMetrics(
+            evaluator=1, stream=photons_stream.pk, batch_id=0, input_rows=1, rows_per_second=1.0, duration_ms=1.0,
+            state={"stream": {"wxquery": wxquery}}, ts=1.0))
+
+    report({"subscriptions": 3, "groups": 2, "subscriptions_sharing": 1, "errors": {}})
+    html = user_client.get(page).content.decode()
+    assert 'id="subscription-state">evaluated</span>' in html and "3 subscriptions of the stream in 2 shared groups" in html
+    report({"subscriptions": 0, "errors": {str(subscription.pk): "line 1, column 9: unknown stream 'x'"}})
+    html = user_client.get(page).content.decode()
+    assert 'id="subscription-state">error</span>' in html and "line 1, column 9: unknown stream &#x27;x&#x27;" in html
+
+
+def test_the_stream_admin_saves_an_xml_stream_and_names_a_mapping_that_is_not_the_schemas(staff_client, photons_stream):
+    from streaming.workloads.photons import PHOTONS_DTD, PHOTONS_MAPPING
+
+    url = reverse("admin:streams_stream_change", args=[photons_stream.pk])
+    form = {"name": "photons", "schema": photons_stream.schema_id, "item_format": "xml", "dtd": PHOTONS_DTD,
+            "xml_mapping": json.dumps(PHOTONS_MAPPING), "source_kind": "landing"}
+    assert staff_client.post(url, form).status_code == 302
+    wrong = {"relations": [{"name": "Hit", "path": "", "key": "hid", "attributes": {"en": {"path": "en"}}}]}
+    response = staff_client.post(url, {**form, "xml_mapping": json.dumps(wrong)})
+    assert response.status_code == 200
+    assert "relation &#x27;Hit&#x27; of the mapping is not in schema &#x27;photons&#x27;" in response.content.decode()
