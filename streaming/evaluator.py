@@ -30,6 +30,12 @@ subscription and window end), so they too survive a crash exactly once.
 
 With queries of different windows an op gets one verdict, against the widest
 window (``docs/sharing.md``).
+
+An XML stream's item ops (``{"op":"item","xml":...}``, written by the XML
+ingest before each item's mapped inserts) go to the stream's WXQuery
+subscriptions (:class:`~streaming.wxquery.live.StreamSubscriptions`), not to
+the engine; their result items are published per subscription
+(``bus.publish_subscription_results``) after the query changes.
 """
 
 from __future__ import annotations

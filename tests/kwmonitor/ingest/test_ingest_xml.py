@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import orjson
 import pytest
 from django.urls import reverse
@@ -124,3 +126,40 @@ def test_xml_attacks_are_refused_and_nothing_else_is_lost(client, stream, landin
     assert (answer["accepted"], answer["ops"]) == (2, 4)
     assert [(e["index"], e["reason"]) for e in answer["errors"]] == [(1, reason)]
     assert [op["xml"] for _, op in stored(stream, landing) if op["op"] == "item"] == good
+
+
+def _bad_item(rng, good: str, entities: bool) -> str:
+    """An item the ingest must refuse, of a random kind (entity, DTD violation, limits, unmappable value);
+    an entity reference only if the body declares the entity (an undeclared one ends a body's well-formedness)."""
+    kind = rng.randrange(0 if entities else 1, 6)
+    if kind == 0:
+        return good.replace("<en>", "<en>&lol;", 1)
+    if kind == 1:
+        return good.replace("<phc>", "<phc>1</phc><phc>", 1)
+    if kind == 2:
+        return _deep(rng.choice((33, 60, 200)))
+    if kind == 3:
+        return good.replace("<photon>", '<photon a="' + "é" * 70_000 + '">', 1)
+    if kind == 4:
+        return good.replace("<dx>", "<dx>1.5e", 1)
+    return good.replace("<det_time>", "<det_time>late ", 1)
+
+
+def test_random_bodies_keep_exactly_the_good_items_in_order(client, stream, landing):
+    rng = random.Random(20_261_123)
+    goods = photon_items(2_000, seed=4)
+    kept: list[str] = []
+    for _ in range(25):
+        kinds = [rng.random() < 0.7 for _ in range(rng.randrange(1, 60))]
+        prolog = '<!DOCTYPE photons [<!ENTITY lol "lol">]>' if rng.random() < 0.5 else ""
+        items = [next(goods) if good else _bad_item(rng, next(goods), bool(prolog)) for good in kinds]
+        response = post(client, stream, prolog + "<photons>\n" + "\n".join(items) + "\n</photons>")
+        answer = response.json()
+        assert response.status_code == (200 if any(kinds) else 400)
+        assert answer["accepted"] == sum(kinds) and answer["ops"] == 2 * sum(kinds)
+        assert [e["index"] for e in answer["errors"]] == [i for i, good in enumerate(kinds) if not good]
+        kept += [item for item, good in zip(items, kinds) if good]
+    ops = stored(stream, landing)
+    assert [seq for seq, _ in ops] == list(range(2 * len(kept)))
+    assert [op["xml"] for _, op in ops if op["op"] == "item"] == kept
+    assert [op["tuple"]["pid"] for _, op in ops if op["op"] == "insert"] == list(range(len(kept)))

@@ -208,3 +208,22 @@ def test_the_stream_admin_saves_an_xml_stream_and_names_a_mapping_that_is_not_th
     response = staff_client.post(url, {**form, "xml_mapping": json.dumps(wrong)})
     assert response.status_code == 200
     assert "relation &#x27;Hit&#x27; of the mapping is not in schema &#x27;photons&#x27;" in response.content.decode()
+
+
+def test_the_stream_admin_takes_the_dtd_and_the_mapping_as_files(staff_client, photons_stream):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from streaming.workloads.photons import PHOTONS_DTD, PHOTONS_MAPPING
+
+    url = reverse("admin:streams_stream_change", args=[photons_stream.pk])
+    form = {"name": "photons", "schema": photons_stream.schema_id, "item_format": "xml", "dtd": "",
+            "xml_mapping": "null", "source_kind": "landing",
+            "dtd_file": SimpleUploadedFile("photons.dtd", PHOTONS_DTD.encode()),
+            "mapping_file": SimpleUploadedFile("mapping.json", json.dumps(PHOTONS_MAPPING).encode())}
+    assert staff_client.post(url, form).status_code == 302
+    photons_stream.refresh_from_db()
+    assert photons_stream.dtd == PHOTONS_DTD and photons_stream.xml_mapping == PHOTONS_MAPPING
+    bad = {**form, "dtd_file": SimpleUploadedFile("x.dtd", b'<!ENTITY x "y">'),
+           "mapping_file": SimpleUploadedFile("m.json", json.dumps(PHOTONS_MAPPING).encode())}
+    response = staff_client.post(url, bad)
+    assert response.status_code == 200 and "entity" in response.content.decode().lower()
