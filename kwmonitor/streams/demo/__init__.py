@@ -40,7 +40,7 @@ DEMO_QUERIES = [
     ("boots to oregon", "boots oregon", 4, 3600.0,
      [("Product", "price", ">=", 100), ("Customer", "state", "=", "Oregon")]),
     ("gifts from Texans", "gift", 3, 1800.0, [("Product", "price", "<", 60), ("Customer", "state", "=", "Texas")]),
-    ("dress in texas, from $10", "texas dress", 4, 1800.0, [("Product", "price", ">=", 10)]),
+    ("dress in texas, under $30", "texas dress", 4, 1800.0, [("Product", "price", "<", 30)]),
 ]
 
 # (name, source query name or None, source relation, aggregate, attribute, window s, step s, having)

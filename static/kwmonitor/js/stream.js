@@ -86,8 +86,14 @@
       li.querySelector(".when").textContent = kw.formatTime(t);
       li.querySelector(".relation").textContent = e.relation;
       li.querySelector(".numbers").textContent = `d_init ${fmt(e.d_init, 3)} · d_cur ${fmt(e.d_cur, 3)} · μ ${fmt(e.mu, 3)}`;
-      li.querySelector(".old").textContent = e.old_sequence.join(" › ");
-      li.querySelector(".new").textContent = e.new_sequence.join(" › ");
+      const before = e.old_sequence.join(" › ");
+      const after = e.new_sequence.join(" › ");
+      if (before === after) {
+        li.querySelector(".seq").textContent = `order kept: ${after}`;
+      } else {
+        li.querySelector(".old").textContent = before;
+        li.querySelector(".new").textContent = after;
+      }
       $("rearrangements").prepend(li);
       keepAtMost($("rearrangements"), MAX_ROWS);
       $("rearr-empty").hidden = true;

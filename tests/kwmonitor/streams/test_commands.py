@@ -111,3 +111,23 @@ def test_the_demo_feed_shifts_and_carries_bad_lines(tmp_path, capsys):
     assert len(good) == 1200 and len(bad) == 4
     prices = [[op.values["price"] for op in good[i * 400:(i + 1) * 400] if op.relation == "Product"] for i in range(3)]
     assert max(prices[0]) <= 60 < min(prices[1]) and max(prices[2]) <= 60  # a sale, a premium season, a sale
+
+
+def test_the_demo_feed_gives_the_selection_stage_work_that_shifts_with_the_season():
+    """Some Products satisfy no demo query (they are dropped), and the share moves between seasons."""
+    import json
+    import operator
+
+    from kwmonitor.streams.demo import demo_feed
+
+    compare = {"<": operator.lt, ">=": operator.ge}
+    product_predicates = [[(compare[o], v) for r, _, o, v in predicates if r == "Product"]
+                          for _, _, _, _, predicates in DEMO_QUERIES]
+    dropped_share = []
+    for season in range(4):
+        lines = list(demo_feed(400 * (season + 1), shift_every=400, bad_every=0))[400 * season:]
+        prices = [op["tuple"]["price"] for op in map(json.loads, lines)
+                  if op["op"] == "insert" and op["relation"] == "Product"]
+        dropped = [p for p in prices if not any(all(c(p, v) for c, v in query) for query in product_predicates)]
+        dropped_share.append(len(dropped) / len(prices))
+    assert max(dropped_share) > 0.2 and max(dropped_share) - min(dropped_share) > 0.2, dropped_share
