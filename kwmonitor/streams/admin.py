@@ -17,6 +17,7 @@ from .models import (
     RearrangementRecord,
     ResultEvent,
     Stream,
+    SubscriptionResultRecord,
 )
 from .plans import request_narrowing
 from .tasks import start_evaluator, stop_evaluator
@@ -157,6 +158,13 @@ class HistoryAdmin(admin.ModelAdmin):
 class ResultEventAdmin(HistoryAdmin):
     list_display = ("query", "type", "seq", "entry_id", "created")
     list_filter = ("type", "query")
+
+
+@admin.register(SubscriptionResultRecord)
+class SubscriptionResultRecordAdmin(HistoryAdmin):
+    list_display = ("subscription", "seq", "item", "entry_id", "created")
+    list_filter = ("subscription",)
+    search_fields = ("item",)
 
 
 @admin.register(MetricSample)

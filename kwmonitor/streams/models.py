@@ -29,6 +29,7 @@ __all__ = [
     "Stream",
     "Evaluator",
     "ResultEvent",
+    "SubscriptionResultRecord",
     "MetricSample",
     "DeadLetterRecord",
     "DroppingSample",
@@ -187,6 +188,22 @@ class ResultEvent(models.Model):
     class Meta:
         ordering = ["query", "id"]
         constraints = [models.UniqueConstraint(fields=["query", "entry_id"], name="streams_resultevent_unique_entry")]
+
+
+class SubscriptionResultRecord(models.Model):
+    """One result item of a WXQuery subscription, copied from its Redis stream."""
+
+    subscription = models.ForeignKey("queries.WXQuerySubscription", on_delete=models.CASCADE,
+                                     related_name="result_records")
+    entry_id = models.CharField(max_length=32)
+    seq = models.BigIntegerField()
+    item = models.TextField()
+    created = models.DateTimeField(default=timezone.now, help_text="When the item was published (from its stream id).")
+
+    class Meta:
+        ordering = ["subscription", "id"]
+        constraints = [models.UniqueConstraint(fields=["subscription", "entry_id"],
+                                               name="streams_subscriptionresult_unique_entry")]
 
 
 class _StreamRecord(models.Model):
