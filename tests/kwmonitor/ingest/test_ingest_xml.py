@@ -163,3 +163,13 @@ def test_random_bodies_keep_exactly_the_good_items_in_order(client, stream, land
     assert [seq for seq, _ in ops] == list(range(2 * len(kept)))
     assert [op["xml"] for _, op in ops if op["op"] == "item"] == kept
     assert [op["tuple"]["pid"] for _, op in ops if op["op"] == "insert"] == list(range(len(kept)))
+
+
+def test_an_item_op_cannot_be_sent_as_ndjson(client, ecommerce_schema, landing):
+    from kwmonitor.streams.models import Stream
+
+    shop = Stream.objects.create(name="shop", schema=ecommerce_schema)
+    line = orjson.dumps({"op": "item", "xml": "<photon/>", "ts": 1.0}).decode()
+    response = post(client, shop, line + "\n", "application/x-ndjson")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"line": 1, "reason": "op must be 'insert' or 'delete', got 'item'"}]
