@@ -104,3 +104,19 @@ def staff_client(client, staff_user):
     """A logged-in client of a staff superuser."""
     client.force_login(staff_user)
     return client
+
+
+@pytest.fixture
+def photons_stream(db):
+    """An XML stream ``photons`` (the paper's DTD, each photon mapped to a ``Photon`` tuple)."""
+    from streaming.workloads.photons import PHOTONS_DTD, PHOTONS_MAPPING
+    from streaming.xmlstream.mapping import ItemMapping
+
+    from kwmonitor.catalog.models import Schema
+    from kwmonitor.streams.models import Stream
+
+    schema = Schema.import_document(ItemMapping.model_validate(PHOTONS_MAPPING).schema("photons"))
+    stream = Stream(name="photons", schema=schema, item_format="xml", dtd=PHOTONS_DTD, xml_mapping=PHOTONS_MAPPING)
+    stream.full_clean()
+    stream.save()
+    return stream

@@ -1,4 +1,4 @@
-"""URL configuration: admin, login, the dashboards at the root and the ingest API."""
+"""URL configuration: admin, login, the dashboards at the root, the ingest API and the JSON API."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -9,5 +9,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("ingest/", include("kwmonitor.ingest.urls")),
+    path("api/", include("kwmonitor.queries.urls")),
     path("", include("kwmonitor.dashboard.urls")),
 ]

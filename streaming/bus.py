@@ -44,6 +44,7 @@ from .events import (
     QueryConfig,
     QueryUpdated,
     SharingReport,
+    SubscriptionResult,
     ResultAdded,
     ResultRemoved,
     ResultView,
@@ -79,6 +80,8 @@ __all__ = [
     "write_sharing_report",
     "read_sharing_report",
     "publish_aggregate_values",
+    "publish_subscription_results",
+    "read_subscription_results",
 ]
 
 CHANGES_MAXLEN = 100_000
@@ -150,6 +153,11 @@ class Keys:
     def aggregate_cursor(stream_id: int) -> str:
         """Hash: aggregate subscription id -> end of the last window value published (publishing is idempotent)."""
         return f"kw:stream:{stream_id}:aggregate-cursor"
+
+    @staticmethod
+    def subscription_results(subscription_id: int) -> str:
+        """Redis stream of a WXQuery subscription's result items (:class:`~streaming.events.SubscriptionResult`)."""
+        return f"kw:wxquery:{subscription_id}:results"
 
     @staticmethod
     def sharing_report(stream_id: int) -> str:
@@ -402,3 +410,27 @@ def write_sharing_report(client: redis.Redis, report: SharingReport) -> None:
 def read_sharing_report(client: redis.Redis, stream_id: int) -> SharingReport | None:
     raw = client.get(Keys.sharing_report(stream_id))
     return None if raw is None else SharingReport.model_validate_json(raw)
+
+
+def publish_subscription_results(client: redis.Redis, results: Sequence[SubscriptionResult]) -> int:
+    """Append WXQuery result items to their subscriptions' Redis streams, in order (one round trip)."""
+    if not results:
+        return 0
+    with client.pipeline(transaction=False) as pipe:
+        for result in results:
+            pipe.xadd(Keys.subscription_results(result.subscription), {"data": result.model_dump_json()},
+                      maxlen=CHANGES_MAXLEN, approximate=True)
+        pipe.execute()
+    return len(results)
+
+
+def read_subscription_results(client: redis.Redis, subscription_id: int, after_id: str = "0-0", count: int = 500,
+                              block_ms: int | None = None) -> list[tuple[str, SubscriptionResult]]:
+    """A subscription's result items after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
+    key = Keys.subscription_results(subscription_id)
+    if block_ms is None:
+        entries = client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=count)
+    else:
+        reply = client.xread({key: after_id}, count=count, block=block_ms)
+        entries = reply[0][1] if reply else []
+    return [(entry_id, SubscriptionResult.model_validate_json(fields["data"])) for entry_id, fields in entries]

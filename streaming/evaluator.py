@@ -30,6 +30,12 @@ subscription and window end), so they too survive a crash exactly once.
 
 With queries of different windows an op gets one verdict, against the widest
 window (``docs/sharing.md``).
+
+An XML stream's item ops (``{"op":"item","xml":...}``, written by the XML
+ingest before each item's mapped inserts) go to the stream's WXQuery
+subscriptions (:class:`~streaming.wxquery.live.StreamSubscriptions`), not to
+the engine; their result items are published per subscription
+(``bus.publish_subscription_results``) after the query changes.
 """
 
 from __future__ import annotations
@@ -46,15 +52,16 @@ from . import bus
 from .asc.predicates import PredicateError
 from .evaluate.results import Result
 from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultView, SharingReport,
-                     TupleView, change_json, result_key)
+                     SubscriptionResult, TupleView, change_json, result_key)
 from .keywords import tuple_tokens
-from .ops import Op, OpRejected, parse_op
+from .ops import Op, OpRejected, parse_item_op, parse_op
 from .schema import Schema
 from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
 from .sources import SourceError, split_seq
+from .wxquery.live import StreamSubscriptions
 
 __all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
 
@@ -98,11 +105,11 @@ def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> Pa
     except SourceError as exc:
         return ParsedOp(None, line, None, str(exc))
     try:
-        op = parse_op(obj, schema)
+        op = parse_item_op(obj) if obj.get("op") == "item" else parse_op(obj, schema)
     except OpRejected as exc:
         return ParsedOp(seq, line, None, str(exc))
     hits: tuple[str, ...] = ()
-    if op.values is not None and keywords:
+    if op.kind == "insert" and keywords:
         hits = tuple(sorted(keywords.intersection(tuple_tokens(schema.relations[op.relation], op.values))))
     return ParsedOp(seq, line, op, None, hits)
 
@@ -167,6 +174,8 @@ class GroupEvaluator:
         self._narrow = 0
         self._clock: float | None = None
         self._saved_aggregates: dict[str, Any] | None = None
+        self.subscriptions: StreamSubscriptions | None = None  # the WXQuery subscriptions of an XML stream
+        self._subscription_results: list[SubscriptionResult] = []
         # replaced whole (never mutated), so the Spark driver thread reads it without the lock
         self.parse_spec: ParseSpec | None = None
 
@@ -246,9 +255,20 @@ class GroupEvaluator:
                 self.live_counts.pop(qid, None)
                 self._pending.pop(qid, None)
             self._reconcile(rebuilt)
+            self._refresh_subscriptions(plan)
             self._reported = 0.0
             self._set_parse_spec()
             return True
+
+    def _refresh_subscriptions(self, plan: EvaluatorPlan) -> None:
+        """Compile the plan's WXQuery subscriptions anew when they or the DTD changed (their windows restart)."""
+        entries = tuple((s.id, s.text) for s in plan.subscriptions)
+        if not entries or not plan.stream.dtd:
+            self.subscriptions = None
+            return
+        current = self.subscriptions
+        if current is None or current.key != (plan.stream.dtd, entries) or current.stream != plan.stream.name:
+            self.subscriptions = StreamSubscriptions(plan.stream.name, plan.stream.dtd, entries)
 
     def _set_parse_spec(self) -> None:
         assert self.plan is not None
@@ -388,6 +408,8 @@ class GroupEvaluator:
             t_publish = time.perf_counter()
             bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
             self._pending = {}
+            bus.publish_subscription_results(self.client, self._subscription_results)
+            self._subscription_results = []
             self._views.clear()
             now = self.clock()
             events: list[Any] = [
@@ -435,6 +457,8 @@ class GroupEvaluator:
         """Apply one op to the engine; the reject reason, or None."""
         op = row.op
         assert op is not None and row.seq is not None and self.engine is not None
+        if op.kind == "item":
+            return self._apply_item(row.seq, op)
         trusted = self._trust_selection and op.kind == "insert"
         qmask = row.queries if trusted else None
         self._seq = row.seq
@@ -449,6 +473,18 @@ class GroupEvaluator:
             if not self.engine.store.rows[op.relation][op.key].qmask:
                 self._dropped += 1
         return None
+
+    def _apply_item(self, seq: int, op: Op) -> str | None:
+        """Evaluate the WXQuery subscriptions on one XML item; the reason it was refused, or None."""
+        if self.subscriptions is None or self.stream_id is None:
+            return None
+        assert op.values is not None
+        out = self.subscriptions.push(seq, op.values["xml"])
+        now = self.clock()
+        for sid, rows in out.results.items():
+            self._subscription_results += [SubscriptionResult(subscription=sid, stream=self.stream_id, seq=seq,
+                                                              item=row, ts=now) for row in rows]
+        return out.reason
 
     def _persist(self) -> None:
         """Write the changed tuples, the last applied seq and the event time in one MULTI."""
@@ -495,6 +531,8 @@ class GroupEvaluator:
             "sharing": self.sharing, "classes": len(self.engine.live_classes()),
             "class_evaluations": class_evaluations,
         }}
+        if self.subscriptions is not None:
+            out["stream"]["wxquery"] = self.subscriptions.stats()
         for qid, query in self.queries.items():
             cls = self.engine.class_of[qid]
             out[str(qid)] = {"live_results": self.live_counts.get(qid, 0), "class": cls.index,

@@ -34,6 +34,7 @@ __all__ = [
     "HealthReport",
     "AggregateValue",
     "SharingReport",
+    "SubscriptionResult",
     "Event",
     "parse_event",
     "result_key",
@@ -279,6 +280,17 @@ class SharingReport(_Payload):
     ts: float
 
 
+class SubscriptionResult(_Payload):
+    """One result item of a WXQuery subscription (XML text), produced by the item of stream op ``seq``."""
+
+    type: Literal["subscription.result"] = "subscription.result"
+    subscription: int
+    stream: int
+    seq: int
+    item: str
+    ts: float
+
+
 Event = Annotated[
     Union[
         ResultAdded,
@@ -292,6 +304,7 @@ Event = Annotated[
         Rearrangement,
         AggregateValue,
         SharingReport,
+        SubscriptionResult,
     ],
     Field(discriminator="type"),
 ]

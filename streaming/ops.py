@@ -20,7 +20,7 @@ from typing import Any
 
 from .schema import Schema, ValueRejected
 
-__all__ = ["Op", "OpRejected", "parse_op", "op_to_dict"]
+__all__ = ["Op", "OpRejected", "parse_op", "parse_item_op", "op_to_dict", "item_op"]
 
 _FIELDS = {"insert": {"op", "relation", "tuple", "ts"}, "delete": {"op", "relation", "key", "ts"}}
 
@@ -81,8 +81,32 @@ def parse_op(obj_or_line: Any, schema: Schema) -> Op:
         raise OpRejected(str(exc)) from None
 
 
+def item_op(xml: str, ts: float) -> dict[str, Any]:
+    """The stored op of one XML stream item (written by the XML ingest, before the item's mapped inserts)."""
+    return {"op": "item", "xml": xml, "ts": ts}
+
+
+def parse_item_op(obj: dict[str, Any]) -> Op:
+    """Validate a stored item op (``{"op":"item","xml":...,"ts":...}``); its ``values`` hold the item's XML.
+
+    Only the XML ingest writes these (after validating the item against the
+    stream's DTD); the NDJSON ingest refuses them, as :func:`parse_op` does.
+    """
+    extra = sorted(set(obj) - {"op", "xml", "ts"})
+    if extra:
+        raise OpRejected(f"item: unknown field {extra[0]!r}")
+    xml, ts = obj.get("xml"), obj.get("ts")
+    if not isinstance(xml, str) or not xml:
+        raise OpRejected("item: xml must be the item's XML text")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        raise OpRejected(f"ts must be a finite number, got {ts!r}")
+    return Op("item", "", None, {"xml": xml}, float(ts))
+
+
 def op_to_dict(op: Op) -> dict[str, Any]:
     """The op as its JSON object (inverse of :func:`parse_op`)."""
     if op.kind == "insert":
         return {"op": "insert", "relation": op.relation, "tuple": op.values, "ts": op.ts}
+    if op.kind == "item":
+        return item_op(op.values["xml"], op.ts)
     return {"op": "delete", "relation": op.relation, "key": op.key, "ts": op.ts}

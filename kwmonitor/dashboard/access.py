@@ -1,5 +1,5 @@
-"""Who may see what: a query is visible to its owner and to staff; a stream to
-staff and to the owners of queries on it; a schema to staff and to the owners
+"""Who may see what: a query or WXQuery subscription is visible to its owner
+and to staff; a stream to staff and to the owners of queries or subscriptions on it; a schema to staff and to the owners
 of queries on it or on one of its streams. Raw dead-letter lines (whatever a
 client sent) are for staff only; other viewers of a stream see their reasons.
 Used by pages and websockets alike."""
@@ -10,11 +10,11 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
 from kwmonitor.catalog.models import Schema
-from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, WXQuerySubscription
 from kwmonitor.streams.models import Stream
 
-__all__ = ["visible_queries", "visible_streams", "visible_schemas", "visible_aggregates", "may_view_query",
-           "may_view_stream", "may_see_dead_letter_lines"]
+__all__ = ["visible_queries", "visible_streams", "visible_schemas", "visible_aggregates", "visible_subscriptions",
+           "may_view_query", "may_view_stream", "may_view_subscription", "may_see_dead_letter_lines"]
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -30,7 +30,9 @@ def visible_streams(user: User) -> QuerySet[Stream]:
     if not user.is_authenticated or not user.is_active:
         return Stream.objects.none()
     streams = Stream.objects.select_related("schema")
-    return streams if user.is_staff else streams.filter(queries__owner=user).distinct()
+    if user.is_staff:
+        return streams
+    return streams.filter(Q(queries__owner=user) | Q(wxquery_subscriptions__owner=user)).distinct()
 
 
 def visible_schemas(user: User) -> QuerySet[Schema]:
@@ -49,6 +51,14 @@ def visible_aggregates(user: User) -> QuerySet[AggregateSubscription]:
     return subscriptions if user.is_staff else subscriptions.filter(Q(owner=user) | Q(source_query__owner=user))
 
 
+def visible_subscriptions(user: User) -> QuerySet[WXQuerySubscription]:
+    """WXQuery subscriptions: staff see all, others their own."""
+    if not user.is_authenticated or not user.is_active:
+        return WXQuerySubscription.objects.none()
+    subscriptions = WXQuerySubscription.objects.select_related("owner", "stream")
+    return subscriptions if user.is_staff else subscriptions.filter(owner=user)
+
+
 def may_see_dead_letter_lines(user: User) -> bool:
     """Raw rejected lines may hold anything a client sent (other tenants' data, secrets): staff only."""
     return bool(user.is_authenticated and user.is_active and user.is_staff)
@@ -60,3 +70,7 @@ def may_view_query(user: User, query_id: int) -> bool:
 
 def may_view_stream(user: User, stream_id: int) -> bool:
     return visible_streams(user).filter(pk=stream_id).exists()
+
+
+def may_view_subscription(user: User, subscription_id: int) -> bool:
+    return visible_subscriptions(user).filter(pk=subscription_id).exists()

@@ -1,6 +1,7 @@
 """Websocket consumers of the live feeds (see :mod:`kwmonitor.dashboard.feeds`).
 
-``/ws/queries/<id>/?after=<id>`` and ``/ws/streams/<id>/?after=<id>``: the
+``/ws/queries/<id>/?after=<id>``, ``/ws/streams/<id>/?after=<id>`` and
+``/ws/subscriptions/<id>/?after=<id>``: the
 connection is refused (closed before the handshake completes) without an
 authenticated user or for a user who may not see the query or stream; a
 malformed ``after`` is accepted and closed with code 4400. Once accepted, a
@@ -23,7 +24,7 @@ from redis.asyncio import Redis
 
 from . import access, feeds
 
-__all__ = ["QueryFeedConsumer", "StreamFeedConsumer"]
+__all__ = ["QueryFeedConsumer", "StreamFeedConsumer", "SubscriptionFeedConsumer"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +119,16 @@ class StreamFeedConsumer(_FeedConsumer):
         count = min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
         withhold = not access.may_see_dead_letter_lines(self.scope["user"])
         return feeds.stream_messages(client, object_id, params.get("after"), replay=count, withhold_lines=withhold)
+
+
+class SubscriptionFeedConsumer(_FeedConsumer):
+    """A WXQuery subscription's result items (a log: the last ``replay``, then new ones)."""
+
+    object_kwarg = "subscription_id"
+
+    permission = staticmethod(access.may_view_subscription)
+
+    def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        replay = params.get("replay", "")
+        count = min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
+        return feeds.subscription_messages(client, object_id, params.get("after"), replay=count)

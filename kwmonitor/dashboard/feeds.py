@@ -16,7 +16,10 @@ carry their raw line only for viewers allowed to see it (staff); without
 ``after`` it starts with the last ``replay`` of them. It is a log, not a set:
 an ``after`` older than what Redis still keeps resumes from the oldest kept.
 
-Both are async generators over ``redis.asyncio`` that run until cancelled.
+Subscription feed: a WXQuery subscription's result items
+(``subscription.result`` payloads plus ``"id"``), a log like the stream feed.
+
+All are async generators over ``redis.asyncio`` that run until cancelled.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from streaming.bus import SNAPSHOT_SEQ_SCAN, Keys, snapshot_of
-from streaming.events import DeadLetter, Snapshot, parse_event
+from streaming.events import DeadLetter, Snapshot, SubscriptionResult, parse_event
 
 __all__ = [
     "BATCH",
@@ -44,6 +47,7 @@ __all__ = [
     "query_messages",
     "read_snapshot",
     "stream_messages",
+    "subscription_messages",
 ]
 
 logger = logging.getLogger(__name__)
@@ -169,7 +173,27 @@ def _stream_message(entry_id: str, fields: dict[str, str], withhold_lines: bool)
     return _with_id(event, entry_id)
 
 
-async def stream_messages(
+async def _log_messages(client: Redis, key: str, after: str | None, replay: int, block_ms: int,
+                        message: Callable[[str, dict[str, str]], dict[str, Any] | None]) -> AsyncIterator[dict[str, Any]]:
+    """A Redis stream read as a log: the last ``replay`` entries (unless resuming from ``after``), then new ones."""
+    cursor = after
+    if cursor is None:
+        tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
+        cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
+        for entry_id, fields in tail[-replay:] if replay > 0 else []:
+            found = message(entry_id, fields)
+            if found is not None:
+                yield found
+    while True:
+        reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
+        for entry_id, fields in reply[0][1] if reply else []:
+            cursor = entry_id
+            found = message(entry_id, fields)
+            if found is not None:
+                yield found
+
+
+def stream_messages(
     client: Redis, stream_id: int, after: str | None = None, replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS,
     withhold_lines: bool = True,
 ) -> AsyncIterator[dict[str, Any]]:
@@ -177,19 +201,21 @@ async def stream_messages(
 
     With ``withhold_lines`` (every viewer but staff) dead letters come without their raw line.
     """
-    key = Keys.stream_events(stream_id)
-    cursor = after
-    if cursor is None:
-        tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
-        cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
-        for entry_id, fields in tail[-replay:] if replay > 0 else []:
-            message = _stream_message(entry_id, fields, withhold_lines)
-            if message is not None:
-                yield message
-    while True:
-        reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
-        for entry_id, fields in reply[0][1] if reply else []:
-            cursor = entry_id
-            message = _stream_message(entry_id, fields, withhold_lines)
-            if message is not None:
-                yield message
+    return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms,
+                         lambda entry_id, fields: _stream_message(entry_id, fields, withhold_lines))
+
+
+def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        return _with_id(SubscriptionResult.model_validate_json(fields["data"]), entry_id)
+    except (KeyError, ValidationError):
+        logger.warning("subscription result %s is not a known payload; skipped", entry_id)
+        return None
+
+
+def subscription_messages(
+    client: Redis, subscription_id: int, after: str | None = None, replay: int = STREAM_REPLAY,
+    block_ms: int = BLOCK_MS,
+) -> AsyncIterator[dict[str, Any]]:
+    """A WXQuery subscription's result items: the last ``replay`` (unless resuming from ``after``), then new ones."""
+    return _log_messages(client, Keys.subscription_results(subscription_id), after, replay, block_ms, _result_message)

@@ -29,7 +29,8 @@ from streaming.schema import SchemaError
 
 from kwmonitor.queries.sharing import sharing_class_of
 
-from .access import may_see_dead_letter_lines, visible_aggregates, visible_queries, visible_schemas, visible_streams
+from .access import (may_see_dead_letter_lines, visible_aggregates, visible_queries, visible_schemas, visible_streams,
+                     visible_subscriptions)
 from .health import health_report
 from .schema_graph import draw_schema
 
@@ -79,10 +80,14 @@ def overview(request: HttpRequest) -> HttpResponse:
     client = redis_client()
     streams = list(visible_streams(request.user).select_related("evaluator").order_by("name"))
     queries = list(visible_queries(request.user).order_by("name", "id"))
+    subscriptions = list(visible_subscriptions(request.user).order_by("name", "id"))
     with client.pipeline(transaction=False) as pipe:
         for q in queries:
             pipe.hlen(bus.Keys.live(q.pk))
-        live_counts = pipe.execute()
+        for s in subscriptions:
+            pipe.xlen(bus.Keys.subscription_results(s.pk))
+        counts = pipe.execute()
+    live_counts, kept = counts[:len(queries)], counts[len(queries):]
     report = health_report(request.user)
     health = {s.stream: s for s in report.streams}
     states = {q.query: q for q in report.queries}
@@ -96,6 +101,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         {
             "stream_rows": rows,
             "query_rows": [{"query": q, "live": n, "health": states.get(q.pk)} for q, n in zip(queries, live_counts)],
+            "subscription_rows": [{"subscription": s, "kept": n} for s, n in zip(subscriptions, kept)],
             "schemas": visible_schemas(request.user).order_by("name"),
             "report": report,
             "feeds": [{"stream": r["stream"].pk, "after": r["last_id"]} for r in rows],
@@ -177,6 +183,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "report": report,
             "show_lines": show_lines,
             "queries": visible_queries(request.user).filter(stream=stream).order_by("name"),
+            "subscriptions": visible_subscriptions(request.user).filter(stream=stream).order_by("name"),
             "aggregates": _aggregate_tiles(visible_aggregates(request.user).filter(stream=stream)),
             "page": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}",
                      "show_lines": show_lines},

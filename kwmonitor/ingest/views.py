@@ -1,4 +1,4 @@
-"""``POST /ingest/<stream_id>/``: NDJSON ops into a stream, authenticated by its ingest token.
+"""``POST /ingest/<stream_id>/``: NDJSON ops (or XML items) into a stream, authenticated by its ingest token.
 
 The body is read up to ``settings.INGEST_MAX_BYTES`` (413 beyond); every line
 is validated on its own, good lines are stored with their seq, bad ones are
@@ -6,6 +6,10 @@ reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
 was accepted or the body holds no line, 400 when every line was rejected, 503
 (with ``Retry-After``) when Redis, which assigns the seqs, does not answer:
 then no op was stored and the client sends the body again (docs/ops.md).
+
+An XML stream takes ``Content-Type: application/xml`` (or ``text/xml``)
+bodies of items instead (:mod:`kwmonitor.ingest.xml`), with the same statuses
+counted in items; each stream answers 415 to the other format.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from django.views.decorators.http import require_POST
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from streaming.xmlstream.items import BodyRejected
+
 from kwmonitor.streams.models import Stream
 
 from .service import Ingestor
+from .xml import XmlIngestor
 
 __all__ = ["ingest"]
 
@@ -31,6 +38,9 @@ def _error(status: int, message: str, **headers: str) -> JsonResponse:
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+XML_TYPES = ("application/xml", "text/xml")
 
 
 def _bearer(request: HttpRequest) -> str | None:
@@ -54,11 +64,20 @@ def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
         return _error(400, "invalid Content-Length")
     if declared > limit:
         return _error(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
+    xml = request.content_type in XML_TYPES
+    if xml != stream.is_xml:
+        takes = "XML items (Content-Type: application/xml)" if stream.is_xml else "NDJSON ops (application/x-ndjson)"
+        return _error(415, f"stream {stream.pk} takes {takes}, not {request.content_type}")
     body = request.read(limit + 1)
     if len(body) > limit:
         return _error(413, f"body is larger than the limit of {limit} bytes")
     try:
-        result = Ingestor(stream).ingest(body.split(b"\n"))
+        if xml:
+            result = XmlIngestor(stream).ingest(body)
+        else:
+            result = Ingestor(stream).ingest(body.split(b"\n"))
+    except BodyRejected as exc:
+        return _error(400, str(exc))
     except (RedisConnectionError, RedisTimeoutError) as exc:
         return _error(503, f"the stream's bus (Redis) does not answer, nothing was stored: {exc}", **{"Retry-After": "2"})
     status = 400 if result.errors and not result.accepted else 200

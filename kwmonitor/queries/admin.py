@@ -6,13 +6,15 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from django.urls import reverse
 from django.utils.html import format_html
 
 from streaming.schema import SchemaError
 
 from kwmonitor.streams.connection import redis_client
 
-from .models import AggregateSubscription, KeywordQuery, Predicate
+from .apt_view import render_apt
+from .models import AggregateSubscription, KeywordQuery, Predicate, WXQuerySubscription
 from .preview import preview_counts
 from .sharing import sharing_class_of
 
@@ -114,3 +116,60 @@ class AggregateSubscriptionAdmin(admin.ModelAdmin):
 
     def get_changeform_initial_data(self, request):
         return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+
+@admin.register(WXQuerySubscription)
+class WXQuerySubscriptionAdmin(admin.ModelAdmin):
+    """WXQuery subscriptions: compiled on save (errors name line and column), APT and back-translation shown."""
+
+    list_display = ("name", "owner", "stream", "enabled", "updated")
+    list_filter = ("enabled", "stream")
+    search_fields = ("name", "text")
+    list_select_related = ("owner", "stream")
+    readonly_fields = ("abstraction_tree", "back_translation", "dashboard", "created", "updated")
+    fields = ("name", "owner", "stream", "text", "enabled", "abstraction_tree", "back_translation", "dashboard",
+              "created", "updated")
+
+    class Media:
+        css = {"all": ("kwmonitor/css/apt.css",)}
+
+    def get_changeform_initial_data(self, request):
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "stream":
+            from kwmonitor.streams.models import Stream
+
+            kwargs["queryset"] = Stream.objects.filter(item_format="xml")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "text":
+            field.widget.attrs.update({"rows": 12, "cols": 90, "spellcheck": "false", "class": "vLargeTextField"})
+        return field
+
+    @admin.display(description="APT")
+    def abstraction_tree(self, obj: WXQuerySubscription) -> str:
+        if obj.pk is None:
+            return "shown once saved"
+        try:
+            return render_apt(obj.abstraction())
+        except ValueError as exc:  # the stream's DTD or name changed since it was saved
+            return f"does not compile any more: {exc}"
+
+    @admin.display(description="back-translation (the WXQuery of its APT)")
+    def back_translation(self, obj: WXQuerySubscription) -> str:
+        if obj.pk is None:
+            return "shown once saved"
+        try:
+            return format_html('<pre class="wxquery">{}</pre>', obj.back_translation())
+        except ValueError as exc:
+            return f"does not compile any more: {exc}"
+
+    @admin.display(description="results")
+    def dashboard(self, obj: WXQuerySubscription) -> str:
+        if obj.pk is None:
+            return "-"
+        url = reverse("dashboard:subscription", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, url)

@@ -18,8 +18,15 @@ from django.db import models
 
 from streaming.keywords import KeywordError, parse_keywords
 from streaming.schema import SchemaError, ValueRejected, coerce_value
+from streaming.wxquery.apt import Abstraction
+from streaming.wxquery.backtranslate import to_wxquery
+from streaming.wxquery.live import compile_for_stream
+from streaming.wxquery.parser import WXQueryError
+from streaming.wxquery.translate import Subscription
+from streaming.xmlstream.dtd import DTDError
 
-__all__ = ["TMAX_MIN", "TMAX_MAX", "OPS", "EMPTY_QUERY", "KeywordQuery", "Predicate", "AggregateSubscription"]
+__all__ = ["TMAX_MIN", "TMAX_MAX", "OPS", "EMPTY_QUERY", "KeywordQuery", "Predicate", "AggregateSubscription",
+           "WXQuerySubscription"]
 
 TMAX_MIN, TMAX_MAX = 1, 10
 OPS = ("=", "!=", "<", "<=", ">", ">=", "between")
@@ -256,3 +263,57 @@ class AggregateSubscription(models.Model):
         except (ValueError, SchemaError) as exc:
             raise ValidationError(str(exc)) from None
 
+
+
+class WXQuerySubscription(models.Model):
+    """A WXQuery subscription of an XML stream (docs/wxquery.md), evaluated by the stream's evaluator.
+
+    It reads its stream by name, ``stream("NAME")/root/item``; saved only if it
+    compiles against the stream's DTD (the error names line and column).
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="wxquery_subscriptions")
+    name = models.CharField(max_length=100)
+    stream = models.ForeignKey("streams.Stream", on_delete=models.CASCADE, related_name="wxquery_subscriptions",
+                               help_text="An XML stream; the query reads it as stream(\"its name\").")
+    text = models.TextField("WXQuery", help_text='e.g. for $p in stream("photons")/photons/photon '
+                                                 'where $p/en >= 1.3 return <hot>{ $p/en }</hot>')
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        verbose_name = "WXQuery subscription"
+        verbose_name_plural = "WXQuery subscriptions"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def compiled(self) -> Subscription:
+        """The checked subscription; :class:`WXQueryError` or :class:`DTDError` if it does not compile."""
+        return compile_for_stream(self.text, self.stream.name, self.stream.stream_dtd())
+
+    def abstraction(self) -> Abstraction:
+        """Its APT (an APF for a join)."""
+        return self.compiled().abstraction
+
+    def back_translation(self) -> str:
+        """The WXQuery of its abstraction (the paper's Sect. 3.3): what a shared stream of it carries."""
+        return to_wxquery(self.abstraction())
+
+    def plan_entry(self) -> dict[str, Any]:
+        return {"id": self.pk, "text": self.text}
+
+    def clean(self) -> None:
+        if self.stream_id is None:
+            return
+        if not self.stream.is_xml:
+            raise ValidationError({"stream": f"stream {self.stream.name!r} takes NDJSON ops, not XML items"})
+        try:
+            self.compiled()
+        except DTDError as exc:
+            raise ValidationError({"stream": f"the stream's DTD: {exc}"}) from None
+        except WXQueryError as exc:
+            raise ValidationError({"text": str(exc)}) from None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
 from kombu.exceptions import OperationalError
@@ -14,18 +17,60 @@ from .models import (
     RearrangementRecord,
     ResultEvent,
     Stream,
+    SubscriptionResultRecord,
 )
 from .plans import request_narrowing
 from .tasks import start_evaluator, stop_evaluator
 
 
+UPLOAD_MAX_BYTES = 1 << 20
+
+
+class StreamForm(forms.ModelForm):
+    """A stream; an XML stream's DTD and mapping may also be uploaded as files (they replace the text fields)."""
+
+    dtd_file = forms.FileField(required=False, label="DTD file", help_text="Replaces the DTD above (UTF-8 text).")
+    mapping_file = forms.FileField(required=False, label="mapping file",
+                                   help_text="Replaces the mapping above (a JSON document).")
+
+    class Meta:
+        model = Stream
+        fields = "__all__"
+
+    def _upload(self, name: str) -> str | None:
+        upload = self.files.get(name)
+        if upload is None:
+            return None
+        if upload.size > UPLOAD_MAX_BYTES:
+            raise forms.ValidationError({name: f"larger than {UPLOAD_MAX_BYTES} bytes"})
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError({name: "not UTF-8 text"}) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        dtd = self._upload("dtd_file")
+        if dtd is not None:
+            cleaned["dtd"] = dtd
+        mapping = self._upload("mapping_file")
+        if mapping is not None:
+            try:
+                cleaned["xml_mapping"] = json.loads(mapping)
+            except ValueError as exc:
+                raise forms.ValidationError({"mapping_file": f"not JSON: {exc}"}) from None
+        return cleaned
+
+
 @admin.register(Stream)
 class StreamAdmin(admin.ModelAdmin):
-    list_display = ("name", "schema", "source_kind", "evaluator_status", "created")
-    list_filter = ("source_kind", "schema")
+    form = StreamForm
+    list_display = ("name", "schema", "item_format", "source_kind", "evaluator_status", "created")
+    list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "created")
-    fields = ("name", "schema", "source_kind", "ingest_token", "ingest_url", "source", "created")
+    fields = ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file", "source_kind",
+              "ingest_token", "ingest_url", "source", "created")
     actions = ["regenerate_token", "narrow"]
 
     @admin.display(description="evaluator")
@@ -35,7 +80,10 @@ class StreamAdmin(admin.ModelAdmin):
 
     @admin.display(description="ingest endpoint")
     def ingest_url(self, obj: Stream) -> str:
-        return f"POST {reverse('ingest:ingest', args=[obj.pk])} with Authorization: Bearer <ingest token>" if obj.pk else "-"
+        if not obj.pk:
+            return "-"
+        body = "application/xml items" if obj.is_xml else "application/x-ndjson ops"
+        return f"POST {reverse('ingest:ingest', args=[obj.pk])} ({body}) with Authorization: Bearer <ingest token>"
 
     @admin.display(description="source")
     def source(self, obj: Stream) -> str:
@@ -110,6 +158,13 @@ class HistoryAdmin(admin.ModelAdmin):
 class ResultEventAdmin(HistoryAdmin):
     list_display = ("query", "type", "seq", "entry_id", "created")
     list_filter = ("type", "query")
+
+
+@admin.register(SubscriptionResultRecord)
+class SubscriptionResultRecordAdmin(HistoryAdmin):
+    list_display = ("subscription", "seq", "item", "entry_id", "created")
+    list_filter = ("subscription",)
+    search_fields = ("item",)
 
 
 @admin.register(MetricSample)

@@ -2,7 +2,8 @@
 
 Evaluators never touch the database; they append to Redis streams. A Celery
 beat task runs :meth:`HistoryPersister.run`, which reads each query's change
-stream and each stream's event stream after the last id it persisted and
+stream, each WXQuery subscription's result stream and each stream's event
+stream after the last id it persisted and
 bulk-inserts the rows together with the new cursor, in one transaction: a
 crash between the two never loses nor duplicates history (unique
 ``entry_id`` per query or stream also makes a replay harmless).
@@ -18,7 +19,7 @@ import redis
 from django.db import transaction
 from pydantic import ValidationError
 
-from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, WXQuerySubscription
 from streaming.bus import Keys
 from streaming.events import (
     AggregateValue,
@@ -28,6 +29,7 @@ from streaming.events import (
     Rearrangement,
     ResultAdded,
     ResultRemoved,
+    SubscriptionResult,
     parse_event,
 )
 
@@ -40,6 +42,7 @@ from .models import (
     RearrangementRecord,
     ResultEvent,
     Stream,
+    SubscriptionResultRecord,
 )
 
 __all__ = ["HistoryPersister", "entry_time"]
@@ -66,9 +69,11 @@ class HistoryPersister:
 
     def run(self) -> dict[str, int]:
         """Persist what is new for every query and stream; returns rows written per kind."""
-        written = {"results": 0, "stream_events": 0}
+        written = {"results": 0, "subscription_results": 0, "stream_events": 0}
         for query_id in KeywordQuery.objects.order_by("pk").values_list("pk", flat=True):
             written["results"] += self.persist_query(query_id)
+        for subscription_id in WXQuerySubscription.objects.order_by("pk").values_list("pk", flat=True):
+            written["subscription_results"] += self.persist_subscription(subscription_id)
         for stream_id in Stream.objects.order_by("pk").values_list("pk", flat=True):
             written["stream_events"] += self.persist_stream(stream_id)
         return written
@@ -91,6 +96,17 @@ class HistoryPersister:
             ]
 
         return self._persist(Keys.changes(query_id), lambda entries: {ResultEvent: rows(entries)})
+
+    def persist_subscription(self, subscription_id: int) -> int:
+        """Copy a WXQuery subscription's new result items into :class:`SubscriptionResultRecord` rows."""
+
+        def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
+            return {SubscriptionResultRecord: [
+                SubscriptionResultRecord(subscription_id=subscription_id, entry_id=entry_id, seq=event.seq,
+                                         item=event.item, created=entry_time(entry_id))
+                for entry_id, event in entries if isinstance(event, SubscriptionResult)]}
+
+        return self._persist(Keys.subscription_results(subscription_id), rows)
 
     def persist_stream(self, stream_id: int) -> int:
         """Copy a stream's metrics, dead letters, dropping ratios, rearrangements and aggregate values."""

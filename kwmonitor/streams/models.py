@@ -12,17 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from pydantic import ValidationError as PydanticError
 
 from streaming.bus import Keys
+from streaming.schema import SchemaError
+from streaming.xmlstream.dtd import DTDError, StreamDTD
+from streaming.xmlstream.mapping import ItemMapping, MappingError
 
 __all__ = [
     "SOURCE_KINDS",
+    "ITEM_FORMATS",
     "new_ingest_token",
     "Stream",
     "Evaluator",
     "ResultEvent",
+    "SubscriptionResultRecord",
     "MetricSample",
     "DeadLetterRecord",
     "DroppingSample",
@@ -32,6 +39,7 @@ __all__ = [
 ]
 
 SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"))
+ITEM_FORMATS = (("json", "NDJSON ops"), ("xml", "XML items (a DTD and a mapping to relations)"))
 
 
 def new_ingest_token() -> str:
@@ -46,6 +54,19 @@ class Stream(models.Model):
         max_length=64, unique=True, default=new_ingest_token,
         help_text="Bearer token of the ingest endpoint (regenerate it from the list's actions).",
     )
+    item_format = models.CharField(
+        max_length=8, choices=ITEM_FORMATS, default="json",
+        help_text="What the ingest endpoint takes: NDJSON ops (application/x-ndjson) or XML items (application/xml).")
+    dtd = models.TextField(
+        blank=True, help_text="XML streams: the DTD of the stream's document, a root holding repeated item elements "
+                              "(no entities, nothing external).")
+    xml_mapping = models.JSONField(
+        null=True, blank=True,
+        help_text='XML streams: element paths of an item to relations and attributes, e.g. {"time": "det_time", '
+                  '"relations": [{"name": "Photon", "path": "", "key": "pid", "attributes": {"en": '
+                  '{"path": "en", "type": "float"}}}]}; its relations must be in the stream\'s schema.')
+    xml_next_keys = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="The next generated key of each mapped relation.")
     narrow_requests = models.PositiveIntegerField(
         default=0, help_text="Bumped to narrow every sharing class of the stream now (manage.py narrow_stream).")
     created = models.DateTimeField(auto_now_add=True)
@@ -55,6 +76,55 @@ class Stream(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_xml(self) -> bool:
+        return self.item_format == "xml"
+
+    def stream_dtd(self) -> StreamDTD:
+        """The stream's DTD; :class:`DTDError` if it does not describe a stream."""
+        return StreamDTD.from_text(self.dtd)
+
+    def item_mapping(self) -> ItemMapping:
+        """The declared mapping, checked against the DTD (:class:`MappingError`, :class:`DTDError`)."""
+        try:
+            mapping = ItemMapping.model_validate(self.xml_mapping)
+        except PydanticError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"]) or "mapping"
+            raise MappingError(f"{where}: {error['msg']}") from None
+        mapping.check(self.stream_dtd())
+        return mapping
+
+    def clean(self) -> None:
+        """An XML stream needs a DTD and a mapping whose relations are relations of the schema as they are."""
+        if not self.is_xml:
+            return
+        if not self.dtd.strip():
+            raise ValidationError({"dtd": "An XML stream needs the DTD of its items."})
+        try:
+            self.stream_dtd()
+        except DTDError as exc:
+            raise ValidationError({"dtd": str(exc)}) from None
+        if not self.xml_mapping:
+            raise ValidationError({"xml_mapping": "An XML stream needs a mapping of its items to relations."})
+        try:
+            mapping = self.item_mapping()
+        except (MappingError, DTDError) as exc:
+            raise ValidationError({"xml_mapping": str(exc)}) from None
+        if self.schema_id is None:
+            return
+        try:
+            relations = self.schema.graph().to_dict()["relations"]
+        except SchemaError as exc:
+            raise ValidationError({"schema": f"schema {self.schema.name!r} is invalid: {exc}"}) from None
+        by_name = {r["name"]: r for r in relations}
+        for wanted in mapping.schema(self.schema.name)["relations"]:
+            have = by_name.get(wanted["name"])
+            if have is None or have["key"] != wanted["key"] or have["attributes"] != wanted["attributes"]:
+                raise ValidationError({"xml_mapping": (
+                    f"relation {wanted['name']!r} of the mapping is not in schema {self.schema.name!r} as "
+                    f"the mapping makes it: key {wanted['key']!r}, attributes {wanted['attributes']}")})
 
     def landing_path(self) -> Path:
         return Path(settings.LANDING_DIR) / str(self.pk)
@@ -118,6 +188,22 @@ class ResultEvent(models.Model):
     class Meta:
         ordering = ["query", "id"]
         constraints = [models.UniqueConstraint(fields=["query", "entry_id"], name="streams_resultevent_unique_entry")]
+
+
+class SubscriptionResultRecord(models.Model):
+    """One result item of a WXQuery subscription, copied from its Redis stream."""
+
+    subscription = models.ForeignKey("queries.WXQuerySubscription", on_delete=models.CASCADE,
+                                     related_name="result_records")
+    entry_id = models.CharField(max_length=32)
+    seq = models.BigIntegerField()
+    item = models.TextField()
+    created = models.DateTimeField(default=timezone.now, help_text="When the item was published (from its stream id).")
+
+    class Meta:
+        ordering = ["subscription", "id"]
+        constraints = [models.UniqueConstraint(fields=["subscription", "entry_id"],
+                                               name="streams_subscriptionresult_unique_entry")]
 
 
 class _StreamRecord(models.Model):

@@ -29,13 +29,15 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
     """The evaluator's plan (checked against :class:`~streaming.sharing.properties.EvaluatorPlan`).
 
     Queries come in id order (the registration order of sharing); an
-    aggregate subscription whose source query is disabled is left out.
+    aggregate subscription whose source query is disabled is left out. An XML
+    stream's plan carries its DTD and its enabled WXQuery subscriptions.
     """
     stream = evaluator.stream
     queries = list(stream.queries.filter(enabled=True).order_by("id").prefetch_related("predicates"))
     enabled = {q.pk for q in queries}
     aggregates = [a for a in stream.aggregates.filter(enabled=True).order_by("id")
                   if a.source_query_id is None or a.source_query_id in enabled]
+    subscriptions = list(stream.wxquery_subscriptions.filter(enabled=True).order_by("id")) if stream.is_xml else []
     plan = EvaluatorPlan.model_validate({
         "version": version,
         "evaluator": evaluator.pk,
@@ -44,9 +46,11 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
             "name": stream.name,
             "schema": stream.schema.to_document(),
             "source": stream.source_spec(),
+            "dtd": stream.dtd if stream.is_xml else None,
         },
         "queries": [q.plan_entry() for q in queries],
         "aggregates": [a.plan_entry() for a in aggregates],
+        "subscriptions": [s.plan_entry() for s in subscriptions],
         "narrow": stream.narrow_requests,
     })
     return plan.model_dump(mode="json", by_alias=True)

@@ -8,7 +8,7 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from kwmonitor.catalog.models import Attribute, ForeignKey, Relation, Schema
-from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate, WXQuerySubscription
 
 from .models import Evaluator, Stream
 from .plans import publish_plan_on_commit
@@ -61,6 +61,24 @@ def predicate_changed(sender, instance: Predicate, **kwargs) -> None:
 def aggregate_changed(sender, instance: AggregateSubscription, **kwargs) -> None:
     if not kwargs.get("raw"):
         publish_plan_on_commit(instance.stream_id)
+
+
+@receiver(pre_save, sender=WXQuerySubscription)
+def subscription_moving(sender, instance: WXQuerySubscription, **kwargs) -> None:
+    """Remember the stream a subscription leaves, so that stream's plan drops it."""
+    instance._previous_stream_id = (
+        WXQuerySubscription.objects.filter(pk=instance.pk).values_list("stream_id", flat=True).first()
+        if instance.pk else None)
+
+
+@receiver([post_save, post_delete], sender=WXQuerySubscription)
+def subscription_changed(sender, instance: WXQuerySubscription, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    previous = getattr(instance, "_previous_stream_id", None)
+    if previous != instance.stream_id:
+        publish_plan_on_commit(previous)
+    publish_plan_on_commit(instance.stream_id)
 
 
 def _schema_changed(schema_id: int | None) -> None:

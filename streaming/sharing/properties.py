@@ -38,6 +38,7 @@ __all__ = [
     "AggregateEntry",
     "SharingPlan",
     "StreamEntry",
+    "SubscriptionEntry",
     "EvaluatorPlan",
     "Selection",
     "QueryProperties",
@@ -132,14 +133,22 @@ class SharingPlan(_Entry):
 
 
 class StreamEntry(_Entry):
-    """The stream an evaluator reads: its id, name, schema document and source."""
+    """The stream an evaluator reads: its id, name, schema document and source; ``dtd`` for an XML stream."""
 
     id: int
     name: str
     schema_: dict[str, Any] = Field(alias="schema")
     source: dict[str, Any]
+    dtd: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SubscriptionEntry(_Entry):
+    """A WXQuery subscription of an XML stream: its id and text (compiled by the evaluator against the DTD)."""
+
+    id: int
+    text: str = Field(min_length=1)
 
 
 class EvaluatorPlan(_Entry):
@@ -154,7 +163,17 @@ class EvaluatorPlan(_Entry):
     stream: StreamEntry
     queries: list[QueryEntry] = Field(default_factory=list)
     aggregates: list[AggregateEntry] = Field(default_factory=list)
+    subscriptions: list[SubscriptionEntry] = Field(default_factory=list)
     narrow: int = 0
+
+    @model_validator(mode="after")
+    def _xml_subscriptions(self) -> "EvaluatorPlan":
+        if self.subscriptions and not self.stream.dtd:
+            raise ValueError("WXQuery subscriptions need an XML stream (stream.dtd)")
+        ids = [s.id for s in self.subscriptions]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a subscription id is given twice")
+        return self
 
 
 # ---------------------------------------------------------------------------------------------

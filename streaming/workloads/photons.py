@@ -19,7 +19,7 @@ import math
 import random
 from typing import Iterator
 
-__all__ = ["PHOTONS_DTD", "PAPER_QUERIES", "JOIN_QUERIES", "photon_values", "photon_items", "photons_document"]
+__all__ = ["PHOTONS_DTD", "PHOTONS_MAPPING", "PAPER_QUERIES", "JOIN_QUERIES", "photon_values", "photon_items", "photons_document"]
 
 PHOTONS_DTD = """<!ELEMENT photons (photon*)>
 <!ELEMENT photon (coord, phc, en, det_time)>
@@ -34,6 +34,18 @@ PHOTONS_DTD = """<!ELEMENT photons (photon*)>
 <!ELEMENT en (#PCDATA)>
 <!ELEMENT det_time (#PCDATA)>
 """
+
+PHOTONS_MAPPING: dict = {
+    "time": "det_time",
+    "relations": [{
+        "name": "Photon", "path": "", "key": "pid",
+        "attributes": {name: {"path": path, "type": kind} for name, path, kind in (
+            ("ra", "coord/cel/ra", "float"), ("dec", "coord/cel/dec", "float"), ("dx", "coord/det/dx", "int"),
+            ("dy", "coord/det/dy", "int"), ("phc", "phc", "int"), ("en", "en", "float"),
+            ("det_time", "det_time", "float"))},
+    }],
+}
+"""Each photon as one ``Photon`` tuple (generated key ``pid``), so filters and keyword queries run on the stream."""
 
 _VELA = """[coord/cel/ra >= 120.0 and coord/cel/ra <= 138.0 and
    coord/cel/dec >= -49.0 and coord/cel/dec <= -40.0]"""

@@ -23,7 +23,7 @@ from .shared import runner_for, xml_size
 from .translate import Subscription
 from ..xmlstream.items import DeadLetter
 
-__all__ = ["RunResult", "run_subscriptions", "numeric_paths", "time_references"]
+__all__ = ["RunResult", "SubscriptionRun", "run_subscriptions", "numeric_paths", "time_references"]
 
 
 @dataclass
@@ -96,52 +96,78 @@ class _Checker:
         return None
 
 
+class SubscriptionRun:
+    """Subscriptions registered in order and fed one item at a time: what :func:`run_subscriptions` and
+    a stream's evaluator both use, so an evaluator's results are the command line's."""
+
+    def __init__(self, subs: Sequence[tuple[str, Subscription]], mode: Mode, dtds: DTDs):
+        self.subs = list(subs)
+        self.mode = mode
+        self.checker = _Checker([s for _, s in subs])
+        self.groups = plan_groups(subs, mode, dtds)
+        self.alone = [(name, AloneEvaluator(sub)) for name, sub in subs] if mode == "none" else []
+        self.runners = [runner_for(g) for g in self.groups]
+        self.raw_bytes = 0
+        self.streams_read: dict[str, int] = {}
+        self.items = 0
+        self.dead_letters = 0
+
+    def push(self, index: int, stream: str, item: etree._Element) -> tuple[dict[str, list[str]], DeadLetter | None]:
+        """Take item number ``index`` of ``stream``: each subscription's new result items, or its dead letter."""
+        self.items += 1
+        values = ItemValues({None: item, stream: item})
+        problem = self.checker.problem(stream, values)
+        if problem is not None:
+            self.dead_letters += 1
+            return {}, DeadLetter(index, item.sourceline, problem)
+        size = xml_size(item)
+        self.raw_bytes += size
+        self.streams_read[stream] = self.streams_read.get(stream, 0) + size
+        out: dict[str, list[str]] = {}
+        for name, evaluator in self.alone:
+            found = evaluator.push(stream, item)
+            if found:
+                out.setdefault(name, []).extend(found)
+        for runner in self.runners:
+            for name, found in runner.push(stream, item, values).items():
+                if found:
+                    out.setdefault(name, []).extend(found)
+        return out, None
+
+    def stats(self) -> dict[str, Any]:
+        """Items, dead letters, groups and the bytes of the streams the subscriptions read (without CPU)."""
+        readers = {name: {inp.stream for inp in sub.inputs} for name, sub in self.subs}
+        if self.mode == "none":
+            shipped = sum(self.streams_read.get(s, 0) for name in readers for s in readers[name])
+        else:
+            shipped = sum(r.bytes for r in self.runners)
+        return {
+            "sharing": self.mode,
+            "subscriptions": len(self.subs),
+            "items": self.items,
+            "dead_letters": self.dead_letters,
+            "groups": [r.stats() for r in self.runners],
+            "subscriptions_sharing": _sharing(self.groups),
+            "input_bytes": self.raw_bytes,
+            "stream_bytes": shipped,
+        }
+
+
 def run_subscriptions(subs: Sequence[tuple[str, Subscription]], items: Iterable[tuple[str, etree._Element]],
                       mode: Mode, dtds: DTDs) -> RunResult:
     """Evaluate every subscription over ``items`` (stream id, item element) in ``mode``."""
     started = time.process_time()
-    checker = _Checker([s for _, s in subs])
-    groups = plan_groups(subs, mode, dtds)
+    run = SubscriptionRun(subs, mode, dtds)
     results: dict[str, list[str]] = {name: [] for name, _ in subs}
     dead: list[DeadLetter] = []
-    alone = [(name, AloneEvaluator(sub)) for name, sub in subs] if mode == "none" else []
-    runners = [runner_for(g) for g in groups]
-    raw_bytes = 0
-    streams_read: dict[str, int] = {}
-    count = 0
     for index, (stream, item) in enumerate(items):
-        count += 1
-        values = ItemValues({None: item, stream: item})
-        problem = checker.problem(stream, values)
-        if problem is not None:
-            dead.append(DeadLetter(index, item.sourceline, problem))
-            continue
-        size = xml_size(item)
-        raw_bytes += size
-        streams_read[stream] = streams_read.get(stream, 0) + size
-        for name, evaluator in alone:
-            results[name] += evaluator.push(stream, item)
-        for runner in runners:
-            for name, out in runner.push(stream, item, values).items():
-                results[name] += out
+        found, letter = run.push(index, stream, item)
+        if letter is not None:
+            dead.append(letter)
+        for name, rows in found.items():
+            results[name] += rows
     cpu = time.process_time() - started
-    readers = {name: {inp.stream for inp in sub.inputs} for name, sub in subs}
-    if mode == "none":
-        shipped = sum(streams_read.get(s, 0) for name in readers for s in readers[name])
-    else:
-        shipped = sum(r.bytes for r in runners)
-    stats = {
-        "sharing": mode,
-        "subscriptions": len(subs),
-        "items": count,
-        "dead_letters": len(dead),
-        "groups": [r.stats() for r in runners],
-        "subscriptions_sharing": _sharing(groups),
-        "input_bytes": raw_bytes,
-        "stream_bytes": shipped,
-        "cpu_s": round(cpu, 6),
-    }
-    return RunResult(results, dead, stats)
+    return RunResult(results, dead, {**run.stats(), "cpu_s": round(cpu, 6)})
 
 
 def _sharing(groups: list[Group]) -> int:

@@ -72,3 +72,23 @@ def test_stream_events_go_to_their_tables_and_status_is_not_kept(shop, redis_cli
     assert RearrangementRecord.objects.get(stream=shop).new_sequence == ["b", "a"]
     # the malformed entry is skipped, and the cursor is past it
     assert HistoryPersister(redis_client).run()["stream_events"] == 0
+
+
+def test_subscription_results_are_persisted_once_in_order(photons_stream, user, redis_client):
+    from kwmonitor.queries.models import WXQuerySubscription
+    from kwmonitor.streams.models import SubscriptionResultRecord
+    from streaming.events import SubscriptionResult
+    from streaming.workloads.photons import PAPER_QUERIES
+
+    sub = WXQuerySubscription.objects.create(owner=user, name="rxj", stream=photons_stream, text=PAPER_QUERIES["q3"])
+    items = [SubscriptionResult(subscription=sub.pk, stream=photons_stream.pk, seq=2 * i, item=f"<rxj>{i}</rxj>",
+                                ts=1.0) for i in range(5)]
+    bus.publish_subscription_results(redis_client, items[:3])
+    persister = HistoryPersister(redis_client, batch=2)
+    assert persister.run()["subscription_results"] == 3
+    bus.publish_subscription_results(redis_client, items[3:])
+    assert persister.run()["subscription_results"] == 2
+    assert persister.run()["subscription_results"] == 0
+    rows = list(SubscriptionResultRecord.objects.filter(subscription=sub).order_by("id"))
+    assert [(r.seq, r.item) for r in rows] == [(i.seq, i.item) for i in items]
+    assert [r.entry_id for r in rows] == [e for e, _ in redis_client.xrange(bus.Keys.subscription_results(sub.pk))]

@@ -1,0 +1,114 @@
+"""WXQuery subscriptions of an XML stream in the group evaluator: item ops in, result items out on Redis.
+
+The reference is ``run_subscriptions`` on the same items, the machinery of
+``python -m streaming wxquery run``; a filter query on the mapped relation
+runs beside them on the same op stream.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from lxml import etree
+
+from streaming import bus
+from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.events import DeadLetter, SubscriptionResult
+from streaming.ops import item_op
+from streaming.schema import Schema
+from streaming.sources import stamp
+from streaming.wxquery.run import run_subscriptions
+from streaming.wxquery.translate import compile_text
+from streaming.workloads.photons import PAPER_QUERIES, PHOTONS_DTD, PHOTONS_MAPPING, photons_document
+from streaming.xmlstream.dtd import StreamDTD
+from streaming.xmlstream.items import parse_items
+from streaming.xmlstream.mapping import ItemMapper, ItemMapping
+
+pytestmark = pytest.mark.redis
+
+DTD = StreamDTD.from_text(PHOTONS_DTD)
+MAPPING = ItemMapping.model_validate(PHOTONS_MAPPING)
+SCHEMA = MAPPING.schema("photons")
+TEXTS = {10 + i: text for i, text in enumerate(PAPER_QUERIES.values())}
+
+
+def _plan(version: int, subscriptions: dict[int, str], queries=()) -> dict:
+    return {"version": version, "evaluator": 1,
+            "stream": {"id": 4, "name": "photons", "schema": SCHEMA, "dtd": PHOTONS_DTD,
+                       "source": {"kind": "redis", "key": "kw:stream:4:ops"}},
+            "queries": list(queries),
+            "subscriptions": [{"id": sid, "text": text} for sid, text in subscriptions.items()]}
+
+
+def _lines(document: str) -> list[str]:
+    """What the XML ingest stores: per item its item op, then its mapped inserts."""
+    mapper = ItemMapper(MAPPING, DTD)
+    ops = []
+    for item in parse_items(document, DTD).items:
+        element = item.element
+        inserts = mapper.ops(element, 0.0)
+        ops.append(item_op(etree.tostring(element, encoding="unicode", with_tail=False), inserts[0]["ts"]))
+        ops += inserts
+    return [stamp(seq, orjson.dumps(op).decode()) for seq, op in enumerate(ops)]
+
+
+def _reference(document: str) -> dict[int, list[str]]:
+    subs = [(str(sid), compile_text(text, lambda _s: DTD)) for sid, text in sorted(TEXTS.items())]
+    items = [("photons", item.element) for item in parse_items(document, DTD).items]
+    return {int(k): v for k, v in run_subscriptions(subs, items, "widen", lambda _s: DTD).results.items()}
+
+
+def _feed(client, evaluator: GroupEvaluator, lines: list[str], size: int = 97) -> None:
+    schema = Schema.from_dict(SCHEMA)
+    keywords = group_keywords(bus.read_plan(client, 1))
+    for batch, start in enumerate(range(0, len(lines), size)):
+        evaluator.apply_batch(batch, [parse_stored_line(line, schema, keywords) for line in lines[start:start + size]])
+
+
+def _published(client, sid: int) -> list[SubscriptionResult]:
+    return [r for _, r in bus.read_subscription_results(client, sid, count=100_000)]
+
+
+def test_results_equal_the_command_lines_and_filters_run_beside(redis_client):
+    document = photons_document(500, seed=11)
+    filter_query = {"id": 1, "keywords": [], "predicates": [
+        {"relation": "Photon", "attribute": "en", "op": ">=", "value": 2.0}]}
+    bus.write_plan(redis_client, 1, _plan(1, TEXTS, [filter_query]))
+    evaluator = GroupEvaluator(redis_client, 1)
+    evaluator.start()
+    lines = _lines(document)
+    _feed(redis_client, evaluator, lines)
+    expected = _reference(document)
+    for sid in TEXTS:
+        got = _published(redis_client, sid)
+        assert [r.item for r in got] == expected[sid]
+        assert all(r.stream == 4 and r.subscription == sid for r in got)
+        assert [r.seq for r in got] == sorted(r.seq for r in got)
+    assert all(expected.values())
+    hot = sum(1 for item in parse_items(document, DTD).items if float(item.element.findtext("en")) >= 2.0)
+    assert len(bus.read_snapshot(redis_client, 1)[1]) == hot > 0
+    assert evaluator.state()["stream"]["wxquery"]["subscriptions_sharing"] > 0
+
+
+def test_a_replayed_batch_is_not_evaluated_twice_and_a_bad_item_is_a_dead_letter(redis_client):
+    document = photons_document(40, seed=2).replace("<en>", "<en>x", 1)
+    bus.write_plan(redis_client, 1, _plan(1, {10: PAPER_QUERIES["q3"], 11: PAPER_QUERIES["q4"]}))
+    evaluator = GroupEvaluator(redis_client, 1)
+    evaluator.start()
+    items = parse_items(document, DTD).items
+    lines = [stamp(seq, orjson.dumps(item_op(etree.tostring(item.element, encoding="unicode", with_tail=False),
+                                             float(seq))).decode()) for seq, item in enumerate(items)]
+    _feed(redis_client, evaluator, lines[:30])
+    _feed(redis_client, evaluator, lines)
+    assert len(_published(redis_client, 11)) == len(set((r.seq, r.item) for r in _published(redis_client, 11)))
+    dead = [e for _, e in bus.read_stream_events(redis_client, 4, count=1000) if isinstance(e, DeadLetter)]
+    assert [(d.seq, d.reason) for d in dead] == [(0, "/photons/photon/en is not a number and subscriptions read it as one")]
+
+
+def test_an_item_op_without_subscriptions_changes_nothing(redis_client):
+    bus.write_plan(redis_client, 1, _plan(1, {}))
+    evaluator = GroupEvaluator(redis_client, 1)
+    evaluator.start()
+    _feed(redis_client, evaluator, _lines(photons_document(5)))
+    assert evaluator.subscriptions is None
+    assert evaluator.state()["stream"]["stored_tuples"] == 5
