@@ -2,13 +2,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from kwmonitor.ingest.service import Ingestor
-from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from kwmonitor.streams.demo import DEMO_QUERIES, load_demo
 from kwmonitor.streams.history import HistoryPersister
-from kwmonitor.streams.models import DeadLetterRecord, Evaluator, HistoryCursor, ResultEvent, Stream
+from kwmonitor.streams.models import (AggregateValueRecord, DeadLetterRecord, Evaluator, HistoryCursor, ResultEvent,
+                                       Stream)
 from kwmonitor.streams.supervisor import process_alive
 from streaming import bus
-from streaming.events import DeadLetter, ResultAdded, ResultView, TupleView, result_key
+from streaming.events import AggregateValue, DeadLetter, ResultAdded, ResultView, TupleView, result_key
 from streaming.sources import landing_archive
 
 from .conftest import HEARTBEAT_COMMAND
@@ -72,7 +73,12 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     result = ResultView(key=result_key([["Customer", 1]], []), tuples=[TupleView(relation="Customer", key=1)], edges=[])
     bus.publish_changes(redis_client, query.pk, [ResultAdded(query=query.pk, seq=0, result=result)])
     bus.publish_stream_event(redis_client, shop.pk, DeadLetter(stream=shop.pk, seq=1, line=op, reason="late", ts=1.0))
+    aggregate = AggregateSubscription.objects.create(owner=query.owner, name="customers", stream=shop,
+                                                     source_relation="Customer", window=60, step=60)
+    value = AggregateValue(stream=shop.pk, aggregate=aggregate.pk, seq=1, window_end=60.0, value=2, ts=1.0)
+    assert bus.publish_aggregate_values(redis_client, shop.pk, [value]) == 1
     HistoryPersister(redis_client).run()
+    assert AggregateValueRecord.objects.count() == 1
     evaluator.checkpoint_dir().mkdir(parents=True)
     archive = landing_archive(shop.landing_path())
     archive.mkdir(parents=True)
@@ -89,8 +95,10 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     assert bus.read_stream_events(redis_client, shop.pk) == []
     assert not shop.landing_path().exists() and not evaluator.checkpoint_dir().exists() and not archive.exists()
     assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == HistoryCursor.objects.count() == 0
+    assert AggregateValueRecord.objects.count() == 0
     assert bus.read_plan(redis_client, evaluator.pk)["queries"]  # configuration kept
     assert Ingestor(shop).ingest([op]).seqs == [0]
+    assert bus.publish_aggregate_values(redis_client, shop.pk, [value]) == 1  # the replayed window is new again
 
 
 @pytest.mark.django_db

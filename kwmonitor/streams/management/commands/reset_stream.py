@@ -7,9 +7,10 @@ import shutil
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.models import KeywordQuery, WXQuerySubscription
 from kwmonitor.streams.connection import redis_client
 from kwmonitor.streams.models import (
+    AggregateValueRecord,
     DeadLetterRecord,
     DroppingSample,
     Evaluator,
@@ -17,6 +18,7 @@ from kwmonitor.streams.models import (
     MetricSample,
     RearrangementRecord,
     ResultEvent,
+    SubscriptionResultRecord,
 )
 from kwmonitor.streams.supervisor import Supervisor
 from streaming.bus import Keys
@@ -50,12 +52,16 @@ class Command(BaseCommand):
         evaluator = Supervisor().stop(evaluator.pk)
         stream = evaluator.stream
         query_ids = list(KeywordQuery.objects.filter(stream=stream).values_list("pk", flat=True))
+        subscription_ids = list(WXQuerySubscription.objects.filter(stream=stream).values_list("pk", flat=True))
         keys = [
             Keys.stream_ops(stream.pk), Keys.stream_seq(stream.pk), Keys.stream_lock(stream.pk),
             Keys.stream_events(stream.pk), Keys.evaluator_tuples(evaluator.pk), Keys.evaluator_state(evaluator.pk),
             Keys.heartbeat(evaluator.pk), Keys.stream_ingested(stream.pk),
+            # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
+            Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk),
         ]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
+        keys += [Keys.subscription_results(sid) for sid in subscription_ids]
         erased = int(redis_client().delete(*keys))
         landing = stream.landing_path()
         for path in (landing, landing_archive(landing), evaluator.checkpoint_dir()):
@@ -63,6 +69,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
             ResultEvent.objects.filter(query_id__in=query_ids).delete()
-            for model in (MetricSample, DeadLetterRecord, DroppingSample, RearrangementRecord):
+            SubscriptionResultRecord.objects.filter(subscription_id__in=subscription_ids).delete()
+            for model in (MetricSample, DeadLetterRecord, DroppingSample, RearrangementRecord, AggregateValueRecord):
                 model.objects.filter(stream=stream).delete()
         return erased
