@@ -413,15 +413,30 @@ def read_sharing_report(client: redis.Redis, stream_id: int) -> SharingReport | 
 
 
 def publish_subscription_results(client: redis.Redis, results: Sequence[SubscriptionResult]) -> int:
-    """Append WXQuery result items to their subscriptions' Redis streams, in order (one round trip)."""
+    """Append WXQuery result items to their subscriptions' Redis streams, in order (one round trip), each
+    at most once; returns how many were new.
+
+    The n-th item a subscription got from the op of seq ``s`` has the entry id ``s-n``, so publishing a
+    batch again (its evaluator died after publishing, before saving its state) adds nothing twice:
+    Redis refuses an id not above the stream's last one, and items go out in seq order.
+    """
     if not results:
         return 0
+    produced: dict[tuple[int, int], int] = {}
     with client.pipeline(transaction=False) as pipe:
         for result in results:
+            n = produced[result.subscription, result.seq] = produced.get((result.subscription, result.seq), 0) + 1
             pipe.xadd(Keys.subscription_results(result.subscription), {"data": result.model_dump_json()},
-                      maxlen=CHANGES_MAXLEN, approximate=True)
-        pipe.execute()
-    return len(results)
+                      id=f"{result.seq}-{n}", maxlen=CHANGES_MAXLEN, approximate=True)
+        replies = pipe.execute(raise_on_error=False)
+    new = 0
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError) and "equal or smaller" in str(reply):
+            continue  # published before
+        if isinstance(reply, Exception):
+            raise reply
+        new += 1
+    return new
 
 
 def read_subscription_results(client: redis.Redis, subscription_id: int, after_id: str = "0-0", count: int = 500,

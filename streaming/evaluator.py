@@ -35,7 +35,8 @@ An XML stream's item ops (``{"op":"item","xml":...}``, written by the XML
 ingest before each item's mapped inserts) go to the stream's WXQuery
 subscriptions (:class:`~streaming.wxquery.live.StreamSubscriptions`), not to
 the engine; their result items are published per subscription
-(``bus.publish_subscription_results``) after the query changes.
+(``bus.publish_subscription_results``, entry ids by seq, so at most once)
+before the batch's state is saved.
 """
 
 from __future__ import annotations
@@ -404,12 +405,13 @@ class GroupEvaluator:
                     selection.observe(relation, stats)
             self.engine.admission.flush()
             self._set_parse_spec()
+            # before the state: a batch replayed after a crash publishes none of them twice (ids by seq)
+            bus.publish_subscription_results(self.client, self._subscription_results)
+            self._subscription_results = []
             self._persist()
             t_publish = time.perf_counter()
             bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
             self._pending = {}
-            bus.publish_subscription_results(self.client, self._subscription_results)
-            self._subscription_results = []
             self._views.clear()
             now = self.clock()
             events: list[Any] = [

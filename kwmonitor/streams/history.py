@@ -103,7 +103,7 @@ class HistoryPersister:
         def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
             return {SubscriptionResultRecord: [
                 SubscriptionResultRecord(subscription_id=subscription_id, entry_id=entry_id, seq=event.seq,
-                                         item=event.item, created=entry_time(entry_id))
+                                         item=event.item, created=_ts(event.ts))
                 for entry_id, event in entries if isinstance(event, SubscriptionResult)]}
 
         return self._persist(Keys.subscription_results(subscription_id), rows)

@@ -198,7 +198,7 @@ class SubscriptionResultRecord(models.Model):
     entry_id = models.CharField(max_length=32)
     seq = models.BigIntegerField()
     item = models.TextField()
-    created = models.DateTimeField(default=timezone.now, help_text="When the item was published (from its stream id).")
+    created = models.DateTimeField(default=timezone.now, help_text="When the evaluator produced the item (its event's ts).")
 
     class Meta:
         ordering = ["subscription", "id"]

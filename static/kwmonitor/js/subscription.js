@@ -12,7 +12,7 @@
 
   function add(result) {
     const node = template.content.firstElementChild.cloneNode(true);
-    node.querySelector(".when").textContent = kw.formatTime(kw.idTime(result.id));
+    node.querySelector(".when").textContent = kw.formatTime(result.ts);
     node.querySelector(".seq").textContent = `seq ${result.seq}`;
     node.querySelector(".item").textContent = result.item;
     list.prepend(node);
