@@ -59,7 +59,10 @@ stop() {  # stop PID: SIGTERM, wait, say so
     echo "  stopped ${names[$pid]} (pid $pid)"
 }
 cleanup() {
-    trap - INT TERM EXIT
+    # Stop once: a second INT/TERM (make passes a TERM on to this shell after the process group got
+    # one) must not cut the stopping short and leave evaluators running.
+    trap '' INT TERM
+    trap - EXIT
     set +e
     echo
     echo "stopping..."
