@@ -17,35 +17,29 @@ from redis.exceptions import RedisError
 from kwmonitor.queries.apt_view import render_apt
 from kwmonitor.streams.connection import redis_client
 from streaming import bus
-from streaming.events import BatchMetrics, parse_event
 
 from .access import visible_subscriptions
+from .views import last_metrics
 
 __all__ = ["subscription_detail", "PAGE_REPLAY"]
 
 PAGE_REPLAY = 200
-_METRICS_SCAN = 200
 
 
 def _evaluator_view(stream_id: int, subscription_id: int) -> dict[str, Any] | None:
     """What the stream's last batch metrics say of the stream's subscriptions (None: no batch seen)."""
     try:
-        entries = redis_client().xrevrange(bus.Keys.stream_events(stream_id), count=_METRICS_SCAN)
+        _, metrics = last_metrics(stream_id)
     except RedisError:
         return None
-    for _, fields in entries:
-        try:
-            event = parse_event(fields["data"])
-        except ValueError:
-            continue
-        if isinstance(event, BatchMetrics):
-            wxquery = event.state.get("stream", {}).get("wxquery")
-            if wxquery is None:
-                return {"evaluated": False, "error": None}
-            error = wxquery.get("errors", {}).get(str(subscription_id))
-            return {"evaluated": error is None, "error": error, "sharing": wxquery.get("subscriptions_sharing"),
-                    "subscriptions": wxquery.get("subscriptions"), "groups": wxquery.get("groups")}
-    return None
+    if metrics is None:
+        return None
+    wxquery = metrics.state.get("stream", {}).get("wxquery")
+    if wxquery is None:
+        return {"evaluated": False, "error": None}
+    error = wxquery.get("errors", {}).get(str(subscription_id))
+    return {"evaluated": error is None, "error": error, "sharing": wxquery.get("subscriptions_sharing"),
+            "subscriptions": wxquery.get("subscriptions"), "groups": wxquery.get("groups")}
 
 
 @login_required

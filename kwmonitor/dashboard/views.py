@@ -44,7 +44,7 @@ STREAM_PAGE_REPLAY = 5_000
 STATUS_POLL_MS = 3_000
 
 
-def _last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
+def last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
     """The id of the stream's last event and its last batch metrics (None if none among the last few)."""
     entries = redis_client().xrevrange(bus.Keys.stream_events(stream_id), count=METRICS_SCAN)
     for _, fields in entries:
@@ -93,7 +93,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     states = {q.query: q for q in report.queries}
     rows = []
     for stream in streams:
-        last_id, metrics = _last_metrics(stream.pk)
+        last_id, metrics = last_metrics(stream.pk)
         rows.append({"stream": stream, "health": health.get(stream.pk), "metrics": metrics, "last_id": last_id})
     return render(
         request,
@@ -170,7 +170,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
     stream = get_object_or_404(visible_streams(request.user).select_related("evaluator"), pk=pk)
     evaluator = getattr(stream, "evaluator", None)
     report = health_report(request.user, stream_ids=[stream.pk], query_ids=[])
-    _, metrics = _last_metrics(stream.pk)
+    _, metrics = last_metrics(stream.pk)
     show_lines = may_see_dead_letter_lines(request.user)
     return render(
         request,
