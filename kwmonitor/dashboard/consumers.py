@@ -107,6 +107,12 @@ class QueryFeedConsumer(_FeedConsumer):
         return feeds.query_messages(client, object_id, params.get("after"))
 
 
+def _replay(params: dict[str, str]) -> int:
+    """How many past entries a log feed starts with (``?replay=N``, capped)."""
+    replay = params.get("replay", "")
+    return min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
+
+
 class StreamFeedConsumer(_FeedConsumer):
     """A stream's events: status, metrics, dead letters, dropping ratios, rearrangements."""
 
@@ -115,10 +121,9 @@ class StreamFeedConsumer(_FeedConsumer):
     permission = staticmethod(access.may_view_stream)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        replay = params.get("replay", "")
-        count = min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
         withhold = not access.may_see_dead_letter_lines(self.scope["user"])
-        return feeds.stream_messages(client, object_id, params.get("after"), replay=count, withhold_lines=withhold)
+        return feeds.stream_messages(client, object_id, params.get("after"), replay=_replay(params),
+                                     withhold_lines=withhold)
 
 
 class SubscriptionFeedConsumer(_FeedConsumer):
@@ -129,6 +134,4 @@ class SubscriptionFeedConsumer(_FeedConsumer):
     permission = staticmethod(access.may_view_subscription)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        replay = params.get("replay", "")
-        count = min(int(replay), feeds.STREAM_REPLAY_MAX) if replay.isdigit() else feeds.STREAM_REPLAY
-        return feeds.subscription_messages(client, object_id, params.get("after"), replay=count)
+        return feeds.subscription_messages(client, object_id, params.get("after"), replay=_replay(params))
