@@ -30,7 +30,7 @@ from ..sharing.windows import relax_window, serves
 from ..xmlstream.dtd import StreamDTD
 from .apt import APF, APT, Abstraction, Aggregate, JoinAnnotation, Window, build_apt
 from .paths import is_prefix, qualify
-from .predicates import DNF, FALSE, TRUE, conjoin, disjoin, equivalent, implies
+from .predicates import DNF, FALSE, TRUE, conjoin, disjoin, equivalent, implies, normalize
 
 __all__ = [
     "Shape",
@@ -231,8 +231,8 @@ def _essential(apt: APT) -> set[str]:
     """The paths an APT's stream depends on: outputs, aggregated and reference elements, predicate paths.
 
     Other nodes of the path tree are references the query made that its
-    conditions do not depend on after normalisation (``a < 0 or (a < 0 and
-    b < 0)`` reads ``b`` but does not depend on it).
+    conditions do not depend on (``a < 0 or (a < 0 and b < 0)`` reads ``b``,
+    ``a < 0 or a >= 0`` reads ``a``, and neither depends on it).
     """
     out = set(apt.outputs())
     window = apt.window
@@ -244,8 +244,16 @@ def _essential(apt: APT) -> set[str]:
         out.add(agg.path)
         predicates += [agg.pre]
     for predicate in predicates:
-        out |= {p for p in predicate.paths() if "(" not in p}
+        out |= {p for p in predicate.paths() if "(" not in p and _decides(predicate, p)}
     return out
+
+
+def _decides(predicate: DNF, path: str) -> bool:
+    """Whether ``path``'s value can change ``predicate``: dropping its atoms from every satisfiable
+    conjunction (projecting the path away) gives an inequivalent predicate."""
+    projected = DNF(any_of=tuple(tuple(a for a in conj if path not in (a.path, a.minus))
+                                 for conj in normalize(predicate).any_of))
+    return not equivalent(projected, predicate)
 
 
 # -- APFs -----------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from streaming.wxquery.apt import APF
@@ -44,6 +44,9 @@ def test_join_sharing_equals_alone(texts, items):
 
 @settings(max_examples=80, deadline=None)
 @given(st.one_of(subscriptions, join_subscriptions("time")))
+@example(text='<photons>{ for $p in stream("photons")/photons/photon return if (($p/coord/det/dx < 0 or '
+              '$p/coord/det/dx >= 0) or $p/en < 1.0) then <a>{ $p/coord }</a> else <b>{ $p/coord/cel/ra }</b> }'
+              '</photons>')  # a condition that reads dx but cannot depend on it
 def test_back_translation_round_trips(text):
     abstraction = compile_text(text, dtds).abstraction
     trees = abstraction.trees if isinstance(abstraction, APF) else (abstraction,)
