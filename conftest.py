@@ -16,10 +16,17 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
 
 from streaming import bus
 
 ROOT = Path(__file__).resolve().parent
+
+# `make test` (and so CI) runs every property test on the same examples each time, so a red run is a
+# regression, not a new draw; HYPOTHESIS_PROFILE=explore draws new examples on every run.
+hypothesis_settings.register_profile("fixed", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 DEMO_DIR = ROOT / "kwmonitor" / "streams" / "demo"
 
 
