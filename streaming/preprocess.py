@@ -110,6 +110,15 @@ class Preprocessor:
         self.kept: set[tuple[str, Any]] = set()  # forwarded inserts not deleted since
         self.dropped: set[tuple[str, Any]] = set()  # dropped inserts not deleted since
 
+    def state(self) -> bytes:
+        """The stored-key state (JSON), what a restarted pre-processor resumes from."""
+        return orjson.dumps({"kept": sorted(self.kept, key=repr), "dropped": sorted(self.dropped, key=repr)})
+
+    def restore(self, state: bytes) -> None:
+        obj = orjson.loads(state)
+        self.kept = {(r, k) for r, k in obj["kept"]}
+        self.dropped = {(r, k) for r, k in obj["dropped"]}
+
     def widen(self, needs: StreamNeeds) -> None:
         """Apply new needs from the next line on (a new version; records carry it)."""
         if needs.version <= self.needs.version:
