@@ -461,6 +461,13 @@ class GroupEvaluator:
         assert op is not None and row.seq is not None and self.engine is not None
         if op.kind == "item":
             return self._apply_item(row.seq, op)
+        if op.kind == "tick":  # an op the stream's pre-processor dropped: only its time is left
+            self._seq = row.seq
+            try:
+                self.engine.advance(op.ts)
+            except OpRejected as exc:
+                return str(exc)
+            return None
         trusted = self._trust_selection and op.kind == "insert"
         qmask = row.queries if trusted else None
         self._seq = row.seq

@@ -1,0 +1,116 @@
+"""The pre-processed (derived) stream: an evaluator reading it publishes what one reading the raw stream does."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming import bus
+from streaming.evaluator import GroupEvaluator
+from streaming.preprocess import Preprocessor, StreamNeeds, decode_record, derived_ops
+from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan, query_properties
+
+from .test_evaluator import (EXPENSIVE, LINES, OPS, SCHEMA, TEXAN, expensive, filter_reference, parsed, plan,
+                             published, query, reference)
+
+pytestmark = pytest.mark.redis
+
+CHEAP = {"relation": "Product", "attribute": "price", "op": "<", "value": 20}
+
+
+def needs_of(plan_doc):
+    p = EvaluatorPlan.model_validate(plan_doc)
+    schema = Schema.from_dict(SCHEMA)
+    return StreamNeeds.merge(p.version, [query_properties(q, schema) for q in p.queries])
+
+
+def run_raw(redis_client, plans, qids):
+    """plans: [(first line index, plan document)]; the published change streams of ``qids``."""
+    ev = GroupEvaluator(redis_client, 1)
+    for batch_id, (start, doc) in enumerate(plans):
+        end = plans[batch_id + 1][0] if batch_id + 1 < len(plans) else len(LINES)
+        bus.write_plan(redis_client, 1, doc)
+        if batch_id == 0:
+            ev.start()
+        ev.apply_batch(batch_id, parsed(redis_client, LINES[start:end]))
+    return {q: published(redis_client, q) for q in qids}
+
+
+def run_derived(redis_client, plans, qids):
+    pre = Preprocessor(Schema.from_dict(SCHEMA), needs_of(plans[0][1]))
+    vocabularies = {}
+    records = []
+    for i, (start, doc) in enumerate(plans):
+        if i:
+            pre.widen(needs_of(doc))
+        vocabularies[pre.needs.version] = pre.needs.vocabulary
+        end = plans[i + 1][0] if i + 1 < len(plans) else len(LINES)
+        records += [pre.derive(line) for line in LINES[start:end]]
+    ev = GroupEvaluator(redis_client, 1)
+    for batch_id, (start, doc) in enumerate(plans):
+        end = plans[batch_id + 1][0] if batch_id + 1 < len(plans) else len(LINES)
+        bus.write_plan(redis_client, 1, doc)
+        if batch_id == 0:
+            ev.start()
+        ev.apply_batch(batch_id, derived_ops(records[start:end], vocabularies), parsed_with_version=doc["version"])
+    return {q: published(redis_client, q) for q in qids}, records
+
+
+def test_derived_stream_gives_the_raw_change_streams_and_drops_what_no_query_uses(redis_client):
+    doc = plan(1, query(7, keywords=(), predicates=[EXPENSIVE]),
+               query(8, keywords=(), window=5.0, predicates=[EXPENSIVE, TEXAN]))
+    raw = run_raw(redis_client, [(0, doc)], (7, 8))
+    redis_client.flushdb()
+    derived, records = run_derived(redis_client, [(0, doc)], (7, 8))
+    assert derived == raw
+    assert raw[7] == filter_reference(OPS, expensive)
+    kinds = [decode_record(r, {1: ()}).kind for r in records]
+    # only Products (and Customers of query 8's relations) are kept; Orders and Groups become ticks
+    assert kinds.count("insert") < len(OPS) // 2 and "tick" in kinds
+    assert sum(map(len, records)) < sum(map(len, LINES))
+
+
+def test_deletes_reach_consumers_exactly_when_their_insert_was_kept(redis_client):
+    doc = plan(1, query(5, keywords=("dress", "texas"), predicates=[CHEAP]))
+    lines = LINES
+    pre = Preprocessor(Schema.from_dict(SCHEMA), needs_of(doc))
+    kinds = {}
+    for line in lines:
+        r = decode_record(pre.derive(line), {1: ("dress", "texas")})
+        kinds[r.seq] = r.kind
+    # Order 1 was inserted (kept: Orders are unrestricted) and its delete is forwarded;
+    # Group 1's delete too; Customer 3's delete as well: only Products are selected
+    assert kinds[21] == "delete" and kinds[18] == "delete" and kinds[27] == "delete"
+    raw = run_raw(redis_client, [(0, doc)], (5,))
+    redis_client.flushdb()
+    derived, _ = run_derived(redis_client, [(0, doc)], (5,))
+    assert derived == raw
+
+
+def test_a_joining_query_widens_at_once_and_no_record_is_misread(redis_client):
+    """v1: "dress" over expensive Products; v2 (at line 14) adds "dress texas" over every Product.
+
+    The vocabularies differ ("dress" is bit 0 in v1, bit 1 in v2 after "black"), so a record decoded
+    with the wrong version's vocabulary would give other hits and other results.
+    """
+    price = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    v1 = plan(1, query(5, keywords=("dress",), predicates=[price]))
+    v2 = plan(2, query(5, keywords=("dress",), predicates=[price]), query(6, keywords=("beach", "texas")))
+    plans = [(0, v1), (14, v2)]
+    raw = run_raw(redis_client, plans, (5, 6))
+    redis_client.flushdb()
+    derived, records = run_derived(redis_client, plans, (5, 6))
+    assert derived[5] == raw[5]
+    assert {decode_record(r, {1: ("dress",), 2: ("beach", "dress", "texas")}).version for r in records} == {1, 2}
+    with pytest.raises(KeyError):  # a version the consumer was not told of is refused, never guessed
+        decode_record(records[-1], {1: ("dress",)})
+    # query 6 joined at line 14: it sees the Products dropped under v1 only from its join on
+    kept_before = {(op["relation"], op["tuple"]["pid"]) for op in OPS[:14]
+                   if op["op"] == "insert" and op["relation"] == "Product" and op["tuple"]["price"] < 40}
+
+    def keep(op):
+        return (op.relation, op.key) not in kept_before
+
+    _, expected_live = reference(OPS, keywords=("beach", "texas"), keep=keep)
+    assert derived[6][1] == expected_live and expected_live
+
