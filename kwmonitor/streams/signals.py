@@ -32,14 +32,19 @@ def query_moving(sender, instance: KeywordQuery, **kwargs) -> None:
     )
 
 
-@receiver(post_save, sender=KeywordQuery)
-def query_saved(sender, instance: KeywordQuery, **kwargs) -> None:
-    if kwargs.get("raw"):
-        return
+def _publish_plans_of_move(instance: KeywordQuery | WXQuerySubscription) -> None:
+    """Publish the plan of the saved object's stream and, if it moved, of the stream it left."""
     previous = getattr(instance, "_previous_stream_id", None)
     if previous != instance.stream_id:
         publish_plan_on_commit(previous)
     publish_plan_on_commit(instance.stream_id)
+
+
+@receiver(post_save, sender=KeywordQuery)
+def query_saved(sender, instance: KeywordQuery, **kwargs) -> None:
+    if kwargs.get("raw"):
+        return
+    _publish_plans_of_move(instance)
     send_query_update(instance.pk, created=kwargs.get("created", False))
 
 
@@ -73,12 +78,8 @@ def subscription_moving(sender, instance: WXQuerySubscription, **kwargs) -> None
 
 @receiver([post_save, post_delete], sender=WXQuerySubscription)
 def subscription_changed(sender, instance: WXQuerySubscription, **kwargs) -> None:
-    if kwargs.get("raw"):
-        return
-    previous = getattr(instance, "_previous_stream_id", None)
-    if previous != instance.stream_id:
-        publish_plan_on_commit(previous)
-    publish_plan_on_commit(instance.stream_id)
+    if not kwargs.get("raw"):
+        _publish_plans_of_move(instance)
 
 
 def _schema_changed(schema_id: int | None) -> None:
