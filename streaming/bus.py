@@ -320,13 +320,16 @@ def read_stream_events(
     client: redis.Redis, stream_id: int, after_id: str = "0-0", count: int = 500, block_ms: int | None = None
 ) -> list[tuple[str, Any]]:
     """Stream-level payloads after ``after_id``, oldest first."""
-    key = Keys.stream_events(stream_id)
-    if block_ms is None:
-        entries = client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=count)
-    else:
-        reply = client.xread({key: after_id}, count=count, block=block_ms)
-        entries = reply[0][1] if reply else []
+    entries = _read_log(client, Keys.stream_events(stream_id), after_id, count, block_ms)
     return [(entry_id, parse_event(fields["data"])) for entry_id, fields in entries]
+
+
+def _read_log(client: redis.Redis, key: str, after_id: str, count: int, block_ms: int | None) -> list[tuple[str, dict]]:
+    """Entries of a Redis stream after ``after_id``, oldest first; with ``block_ms``, waits that long for one."""
+    if block_ms is None:
+        return client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=count)
+    reply = client.xread({key: after_id}, count=count, block=block_ms)
+    return reply[0][1] if reply else []
 
 
 def write_plan(client: redis.Redis, evaluator_id: int, plan: dict[str, Any]) -> None:
@@ -442,10 +445,5 @@ def publish_subscription_results(client: redis.Redis, results: Sequence[Subscrip
 def read_subscription_results(client: redis.Redis, subscription_id: int, after_id: str = "0-0", count: int = 500,
                               block_ms: int | None = None) -> list[tuple[str, SubscriptionResult]]:
     """A subscription's result items after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
-    key = Keys.subscription_results(subscription_id)
-    if block_ms is None:
-        entries = client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=count)
-    else:
-        reply = client.xread({key: after_id}, count=count, block=block_ms)
-        entries = reply[0][1] if reply else []
+    entries = _read_log(client, Keys.subscription_results(subscription_id), after_id, count, block_ms)
     return [(entry_id, SubscriptionResult.model_validate_json(fields["data"])) for entry_id, fields in entries]
