@@ -160,6 +160,11 @@ class Keys:
         return f"kw:wxquery:{subscription_id}:results"
 
     @staticmethod
+    def stream_vocabularies(stream_id: int) -> str:
+        """Hash: needs version -> the pre-processor's vocabulary of that version (JSON list)."""
+        return f"kw:stream:{stream_id}:vocab"
+
+    @staticmethod
     def sharing_report(stream_id: int) -> str:
         """The stream's latest :class:`~streaming.events.SharingReport` (the Sharing page reads it)."""
         return f"kw:stream:{stream_id}:sharing"

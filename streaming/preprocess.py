@@ -43,7 +43,8 @@ from .keywords import tuple_tokens
 from .ops import Op, OpRejected, op_to_dict, parse_op
 from .schema import Schema
 from .sharing.intervals import IntervalSet
-from .sharing.properties import AggregateProperties, QueryProperties
+from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
+                                 query_properties)
 from .sources import SourceError, split_seq, stamp
 
 __all__ = ["StreamNeeds", "Preprocessor", "DerivedRecord", "decode_record", "derived_ops"]
@@ -73,6 +74,14 @@ class StreamNeeds:
             if a.source_relation is not None:
                 selections.setdefault(a.source_relation, []).append(a.selection or None)
         return cls(version, tuple(sorted(words)), {r: _simplify(c) for r, c in selections.items()})
+
+    @classmethod
+    def of_plan(cls, plan: EvaluatorPlan) -> "StreamNeeds":
+        """The needs of every query and aggregate subscription of an evaluator plan."""
+        schema = Schema.from_dict(plan.stream.schema_)
+        queries = {q.id: query_properties(q, schema) for q in plan.queries}
+        aggregates = [aggregate_properties(a, schema, queries) for a in plan.aggregates]
+        return cls.merge(plan.version, queries.values(), aggregates)
 
     def admits(self, relation: str, values: Mapping[str, Any]) -> bool:
         """Whether some consumer can use this tuple of ``relation``."""
@@ -110,14 +119,13 @@ class Preprocessor:
         self.kept: set[tuple[str, Any]] = set()  # forwarded inserts not deleted since
         self.dropped: set[tuple[str, Any]] = set()  # dropped inserts not deleted since
 
-    def state(self) -> bytes:
-        """The stored-key state (JSON), what a restarted pre-processor resumes from."""
-        return orjson.dumps({"kept": sorted(self.kept, key=repr), "dropped": sorted(self.dropped, key=repr)})
+    def state(self) -> dict[str, list]:
+        """The stored-key state (JSON-able), what a restarted pre-processor resumes from."""
+        return {"kept": sorted(self.kept, key=repr), "dropped": sorted(self.dropped, key=repr)}
 
-    def restore(self, state: bytes) -> None:
-        obj = orjson.loads(state)
-        self.kept = {(r, k) for r, k in obj["kept"]}
-        self.dropped = {(r, k) for r, k in obj["dropped"]}
+    def restore(self, state: Mapping[str, list]) -> None:
+        self.kept = {(r, k) for r, k in state["kept"]}
+        self.dropped = {(r, k) for r, k in state["dropped"]}
 
     def widen(self, needs: StreamNeeds) -> None:
         """Apply new needs from the next line on (a new version; records carry it)."""

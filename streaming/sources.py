@@ -147,6 +147,20 @@ def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int
     return deleted
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a synced temporary file in its directory, renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class LandingWriter:
     """Writes batches of ops as atomic NDJSON files in a stream's landing directory."""
 
@@ -168,16 +182,7 @@ class LandingWriter:
         try:
             first = allocate_seqs(self.client, self.stream_id, len(ops))
             text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
-            fd, tmp = tempfile.mkstemp(prefix=f".{first:020d}.", suffix=".tmp", dir=self.directory)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(text)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, self.directory / landing_file_name(first))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(self.directory / landing_file_name(first), text.encode("utf-8"))
         finally:
             try:
                 lock.release()

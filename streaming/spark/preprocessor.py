@@ -9,7 +9,7 @@ landing file named by the batch's first seq, renamed into place after its
 state file, so the derived directory is read by the consumers' own
 ``kwlanding`` source unchanged (every seq is there: dropped ops are ticks).
 The vocabulary of each needs version is written to the Redis hash
-``kw:stream:{id}:vocab`` before any record of that version.
+``bus.Keys.stream_vocabularies`` before any record of that version.
 
 A batch replayed after a crash is derived again from the state saved with
 the last file written (lines at or below its seq are skipped), so it writes
@@ -18,8 +18,6 @@ the same records under the same name.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import orjson
@@ -30,35 +28,13 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming import bus
 from streaming.preprocess import Preprocessor, StreamNeeds
 from streaming.schema import Schema
-from streaming.sharing.properties import EvaluatorPlan, query_properties
-from streaming.sources import SourceError, landing_file_name, line_seq
+from streaming.sharing.properties import EvaluatorPlan
+from streaming.sources import SourceError, landing_file_name, line_seq, write_atomic
 from streaming.spark.job import source_frame
 
-__all__ = ["STATE_FILE", "vocab_key", "needs_of_plan", "PreprocessHandler", "start_preprocessor"]
+__all__ = ["STATE_FILE", "PreprocessHandler", "start_preprocessor"]
 
 STATE_FILE = ".preprocessor-state.json"
-
-
-def vocab_key(stream_id: int) -> str:
-    return f"kw:stream:{stream_id}:vocab"
-
-
-def needs_of_plan(plan: EvaluatorPlan) -> StreamNeeds:
-    schema = Schema.from_dict(plan.stream.schema_)
-    return StreamNeeds.merge(plan.version, [query_properties(q, schema) for q in plan.queries])
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _seq(line: str) -> int:
@@ -79,14 +55,19 @@ class PreprocessHandler:
         self.out.mkdir(parents=True, exist_ok=True)
         plan = self._plan()
         self.stream_id = plan.stream.id
-        self.pre = Preprocessor(Schema.from_dict(plan.stream.schema_), needs_of_plan(plan))
+        self.pre = Preprocessor(Schema.from_dict(plan.stream.schema_), StreamNeeds.of_plan(plan))
         self.last_seq = -1
         state = self.out / STATE_FILE
         if state.exists():
             obj = orjson.loads(state.read_bytes())
-            self.pre.restore(orjson.dumps(obj["keys"]))
+            self.pre.restore(obj["keys"])
             self.last_seq = obj["last_seq"]
-        self.client.hset(vocab_key(self.stream_id), str(plan.version), orjson.dumps(self.pre.needs.vocabulary))
+        self._publish_vocabulary()
+
+    def _publish_vocabulary(self) -> None:
+        needs = self.pre.needs
+        self.client.hset(bus.Keys.stream_vocabularies(self.stream_id), str(needs.version),
+                         orjson.dumps(needs.vocabulary))
 
     def _plan(self) -> EvaluatorPlan:
         doc = bus.read_plan(self.client, self.plan_evaluator)
@@ -97,9 +78,8 @@ class PreprocessHandler:
     def __call__(self, frame: DataFrame, _batch_id: int) -> None:
         plan = self._plan()
         if plan.version != self.pre.needs.version:
-            needs = needs_of_plan(plan)
-            self.client.hset(vocab_key(self.stream_id), str(needs.version), orjson.dumps(needs.vocabulary))
-            self.pre.widen(needs)
+            self.pre.widen(StreamNeeds.of_plan(plan))
+            self._publish_vocabulary()
         lines = [line for line in frame.toArrow().column("value").to_pylist() if line and line.strip()]
         numbered = sorted((seq, line) for seq, line in ((_seq(line), line) for line in lines) if seq > self.last_seq)
         if not numbered:
@@ -107,9 +87,8 @@ class PreprocessHandler:
         records = [self.pre.derive(line) for _, line in numbered]
         first = numbered[0][0]
         self.last_seq = numbered[-1][0]
-        _write_atomic(self.out / STATE_FILE,
-                      orjson.dumps({"last_seq": self.last_seq, "keys": orjson.loads(self.pre.state())}))
-        _write_atomic(self.out / landing_file_name(first), b"\n".join(records) + b"\n")
+        write_atomic(self.out / STATE_FILE, orjson.dumps({"last_seq": self.last_seq, "keys": self.pre.state()}))
+        write_atomic(self.out / landing_file_name(first), b"\n".join(records) + b"\n")
 
 
 def start_preprocessor(spark: SparkSession, handler: PreprocessHandler, source: dict, redis_url: str,

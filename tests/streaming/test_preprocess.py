@@ -8,9 +8,9 @@ from streaming import bus
 from streaming.evaluator import GroupEvaluator
 from streaming.preprocess import Preprocessor, StreamNeeds, decode_record, derived_ops
 from streaming.schema import Schema
-from streaming.sharing.properties import EvaluatorPlan, query_properties
+from streaming.sharing.properties import EvaluatorPlan
 
-from .test_evaluator import (EXPENSIVE, LINES, OPS, SCHEMA, TEXAN, expensive, filter_reference, parsed, plan,
+from .test_evaluator import (EXPENSIVE, LINES, OPS, SCHEMA, TEXAN, aggregate, expensive, filter_reference, parsed, plan,
                              published, query, reference)
 
 pytestmark = pytest.mark.redis
@@ -19,9 +19,7 @@ CHEAP = {"relation": "Product", "attribute": "price", "op": "<", "value": 20}
 
 
 def needs_of(plan_doc):
-    p = EvaluatorPlan.model_validate(plan_doc)
-    schema = Schema.from_dict(SCHEMA)
-    return StreamNeeds.merge(p.version, [query_properties(q, schema) for q in p.queries])
+    return StreamNeeds.of_plan(EvaluatorPlan.model_validate(plan_doc))
 
 
 def run_raw(redis_client, plans, qids):
@@ -114,3 +112,12 @@ def test_a_joining_query_widens_at_once_and_no_record_is_misread(redis_client):
     _, expected_live = reference(OPS, keywords=("beach", "texas"), keep=keep)
     assert derived[6][1] == expected_live and expected_live
 
+
+
+def test_an_aggregate_over_a_relation_keeps_its_inserts():
+    """A relation only an aggregate subscription reads is not dropped: its inserts are what it counts."""
+    cheap_filter = plan(1, query(7, keywords=(), predicates=[CHEAP]))
+    with_aggregate = {**cheap_filter, "aggregates": [aggregate(1, aggregate="count", attribute=None)]}
+    dear = {"pid": 9, "title": "silk scarf", "price": 500.0}
+    assert not needs_of(cheap_filter).admits("Product", dear)
+    assert needs_of(with_aggregate).admits("Product", dear)

@@ -9,11 +9,11 @@ import pytest
 
 from streaming import bus
 from streaming.evaluator import GroupEvaluator
-from streaming.preprocess import Preprocessor, derived_ops
+from streaming.preprocess import Preprocessor, StreamNeeds, derived_ops
 from streaming.schema import Schema
 from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import is_landing_file, landing_file_name
-from streaming.spark.preprocessor import PreprocessHandler, needs_of_plan, start_preprocessor, vocab_key
+from streaming.spark.preprocessor import PreprocessHandler, start_preprocessor
 
 from ..test_evaluator import EXPENSIVE, LINES, SCHEMA, TEXAN, parsed, published, query
 
@@ -41,9 +41,9 @@ def test_the_job_writes_the_cores_records_and_an_evaluator_reading_them_publishe
     written = [line.encode() for f in sorted(p for p in out_dir.iterdir() if is_landing_file(p.name))
                for line in f.read_text().splitlines()]
     plan = EvaluatorPlan.model_validate(doc)
-    core = Preprocessor(Schema.from_dict(SCHEMA), needs_of_plan(plan))
+    core = Preprocessor(Schema.from_dict(SCHEMA), StreamNeeds.of_plan(plan))
     assert [orjson.loads(r) for r in written] == [orjson.loads(core.derive(line)) for line in LINES]
-    vocabularies = {int(v): tuple(orjson.loads(w)) for v, w in redis_client.hgetall(vocab_key(2)).items()}
+    vocabularies = {int(v): tuple(orjson.loads(w)) for v, w in redis_client.hgetall(bus.Keys.stream_vocabularies(2)).items()}
     assert vocabularies == {1: ("dress", "texas")}
 
     raw = GroupEvaluator(redis_client, 1)

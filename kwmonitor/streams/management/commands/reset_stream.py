@@ -58,7 +58,7 @@ class Command(BaseCommand):
             Keys.stream_events(stream.pk), Keys.evaluator_tuples(evaluator.pk), Keys.evaluator_state(evaluator.pk),
             Keys.heartbeat(evaluator.pk), Keys.stream_ingested(stream.pk),
             # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
-            Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk),
+            Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk), Keys.stream_vocabularies(stream.pk),
         ]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
         keys += [Keys.subscription_results(sid) for sid in subscription_ids]
