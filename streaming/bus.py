@@ -7,7 +7,11 @@ Redis stream ``kw:query:{id}:changes`` (field ``data``: the typed payload). A
 change is published by one Lua script that updates the hash and appends to the
 stream together, and only if it changes the set (an add of a live result or a
 remove of an absent one is dropped): replays after a crash never duplicate an
-add nor lose a remove.
+add nor lose a remove. The script also keeps the highest seq published for the
+query (``kw:query:{id}:seq``) and drops a change of a lower seq, so two
+evaluators may publish the same query's changes for a while (a sharing class
+moving from one to the other, ``docs/scaling.md``): whichever is behind adds
+nothing, and the browser sees each change once, in seq order.
 
 A reader takes :func:`read_snapshot` (the hash and the last stream id, in one
 MULTI/EXEC) and then :func:`read_changes` after that id: no gap, no duplicate.
@@ -68,6 +72,7 @@ __all__ = [
     "read_changes",
     "publish_stream_event",
     "read_stream_events",
+    "write_landing_consumers",
     "write_plan",
     "read_plan",
     "write_heartbeat",
@@ -101,6 +106,11 @@ class Keys:
     @staticmethod
     def changes(query_id: int) -> str:
         return f"kw:query:{query_id}:changes"
+
+    @staticmethod
+    def published_seq(query_id: int) -> str:
+        """The highest seq of a change published for the query (older ones are dropped)."""
+        return f"kw:query:{query_id}:seq"
 
     @staticmethod
     def query_config(query_id: int) -> str:
@@ -165,9 +175,17 @@ class Keys:
         return f"kw:stream:{stream_id}:vocab"
 
     @staticmethod
+    def landing_consumers(stream_id: int, directory: str) -> str:
+        """Set of the state hashes whose applied seqs gate archiving a landing directory of the stream
+        (``directory``: "raw" or "derived"), rewritten with every plan so a running reader sees a consumer
+        the moment it is added (a new evaluator, the pre-processor) or removed."""
+        return f"kw:stream:{stream_id}:consumers:{directory}"
+
+    @staticmethod
     def sharing_report(stream_id: int) -> str:
-        """The stream's latest :class:`~streaming.events.SharingReport` (the Sharing page reads it)."""
-        return f"kw:stream:{stream_id}:sharing"
+        """Hash: evaluator id -> its latest :class:`~streaming.events.SharingReport` (the Sharing page
+        reads their merge)."""
+        return f"kw:stream:{stream_id}:sharing-reports"
 
 
 def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
@@ -188,22 +206,28 @@ def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
                                 retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
-# KEYS: live hash, change stream. ARGV: maxlen, then (kind, result key, payload) triples.
+# KEYS: live hash, change stream, published seq. ARGV: maxlen, then (kind, result key, payload, seq) quads.
 _PUBLISH = """
 local n = 0
-for i = 2, #ARGV, 3 do
-  local kind, rkey, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local changed
-  if kind == 'add' then
-    changed = redis.call('HSETNX', KEYS[1], rkey, payload)
-  else
-    changed = redis.call('HDEL', KEYS[1], rkey)
-  end
-  if changed == 1 then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'data', payload)
-    n = n + 1
+local top = tonumber(redis.call('GET', KEYS[3]) or '-1')
+for i = 2, #ARGV, 4 do
+  local seq = tonumber(ARGV[i + 3])
+  if seq >= top then
+    top = seq
+    local kind, rkey, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local changed
+    if kind == 'add' then
+      changed = redis.call('HSETNX', KEYS[1], rkey, payload)
+    else
+      changed = redis.call('HDEL', KEYS[1], rkey)
+    end
+    if changed == 1 then
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'data', payload)
+      n = n + 1
+    end
   end
 end
+redis.call('SET', KEYS[3], top)
 return n
 """
 
@@ -213,23 +237,25 @@ def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[Result
 
     Returns how many changed the set (the others were already applied).
     """
-    serialized = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json())
+    serialized = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json(), c.seq)
                   for c in changes]
     return publish_serialized_changes(client, {query_id: serialized})
 
 
-def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str]]],
+def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],
                                chunk: int = 2_000) -> int:
     """``publish_changes`` for many queries in one round trip: per query ``(kind, result key, payload
-    JSON)`` triples, each query's chunk one atomic script. Returns how many changed a live set."""
+    JSON, seq)`` quads in seq order, each query's chunk one atomic script. Returns how many changed a
+    live set."""
     script = client.register_script(_PUBLISH)
     with client.pipeline(transaction=False) as pipe:
-        for query_id, triples in changes.items():
-            for i in range(0, len(triples), chunk):
+        for query_id, quads in changes.items():
+            keys = [Keys.live(query_id), Keys.changes(query_id), Keys.published_seq(query_id)]
+            for i in range(0, len(quads), chunk):
                 argv: list[Any] = [CHANGES_MAXLEN]
-                for triple in triples[i:i + chunk]:
-                    argv.extend(triple)
-                script(keys=[Keys.live(query_id), Keys.changes(query_id)], args=argv, client=pipe)
+                for quad in quads[i:i + chunk]:
+                    argv.extend(quad)
+                script(keys=keys, args=argv, client=pipe)
         return sum(int(n) for n in pipe.execute())
 
 
@@ -337,6 +363,14 @@ def _read_log(client: redis.Redis, key: str, after_id: str, count: int, block_ms
     return reply[0][1] if reply else []
 
 
+def write_landing_consumers(client: redis.Redis, stream_id: int, directory: str, evaluator_ids: Sequence[int]) -> None:
+    """Replace the consumers of one of the stream's landing directories (``Keys.landing_consumers``)."""
+    key = Keys.landing_consumers(stream_id, directory)
+    client.delete(key)
+    if evaluator_ids:
+        client.sadd(key, *(Keys.evaluator_state(e) for e in evaluator_ids))
+
+
 def write_plan(client: redis.Redis, evaluator_id: int, plan: dict[str, Any]) -> None:
     """Store an evaluator's plan (JSON); evaluators re-read it at each batch boundary."""
     client.set(Keys.plan(evaluator_id), json.dumps(plan, sort_keys=True))
@@ -412,12 +446,33 @@ def publish_aggregate_values(client: redis.Redis, stream_id: int, values: Sequen
 
 
 def write_sharing_report(client: redis.Redis, report: SharingReport) -> None:
-    client.set(Keys.sharing_report(report.stream), report.model_dump_json())
+    client.hset(Keys.sharing_report(report.stream), str(report.evaluator or 0), report.model_dump_json())
+
+
+def read_sharing_reports(client: redis.Redis, stream_id: int) -> list[SharingReport]:
+    """Each evaluator's latest report on the stream."""
+    return [SharingReport.model_validate_json(raw) for raw in client.hvals(Keys.sharing_report(stream_id))]
+
+
+#: report totals that every evaluator of a stream holds whole (each keeps the stream's full store)
+_COMMON_TOTALS = ("stored_tuples", "ops")
 
 
 def read_sharing_report(client: redis.Redis, stream_id: int) -> SharingReport | None:
-    raw = client.get(Keys.sharing_report(stream_id))
-    return None if raw is None else SharingReport.model_validate_json(raw)
+    """The stream's report: its evaluators' classes side by side, their totals added up (the store
+    and the op count taken once)."""
+    reports = sorted(read_sharing_reports(client, stream_id), key=lambda r: r.evaluator or 0)
+    if len(reports) <= 1:
+        return reports[0] if reports else None
+    totals: dict[str, Any] = {}
+    for report in reports:
+        for name, value in report.totals.items():
+            common = name in _COMMON_TOTALS
+            totals[name] = max(totals.get(name, value), value) if common else totals.get(name, 0) + value
+    return SharingReport(stream=stream_id, sharing=reports[0].sharing,
+                         classes=[c for r in reports for c in r.classes],
+                         aggregate_classes=[c for r in reports for c in r.aggregate_classes],
+                         totals=totals, ts=max(r.ts for r in reports))
 
 
 def publish_subscription_results(client: redis.Redis, results: Sequence[SubscriptionResult]) -> int:

@@ -12,7 +12,10 @@ keyword classification and one lattice per sharing class). Per batch:
    the stored tuples; the published live set of each such query is
    reconciled with the engine's; a query that leaves (removed or disabled)
    gets a remove for each of its live results (its change stream keeps the
-   history);
+   history); a query that arrives or leaves by a class move between the
+   stream's evaluators (the plan's ``handoff``, ``streaming.placement``) is
+   neither reconciled nor removed: the two evaluators' changes meet in seq
+   order;
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
    replayed by Spark after a crash); stream-level rejects (late op, duplicate
    key, delete of a missing key) and parse rejects become dead letters;
@@ -97,6 +100,7 @@ class ParsedOp:
     reason: str | None = None
     hits: tuple[str, ...] = ()
     queries: int | None = None
+    reported: bool = False  # a reject already published as a dead letter (by the stream's pre-processor)
 
 
 def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> ParsedOp:
@@ -164,7 +168,8 @@ class GroupEvaluator:
         self.aggregate_errors: dict[int, str] = {}
         self.live_counts: dict[int, int] = {}
         self._seq = -1
-        self._pending: dict[int, list[tuple[str, str, str]]] = {}  # query -> (kind, result key, payload JSON)
+        self._pending: dict[int, list[tuple[str, str, str, int]]] = {}  # query -> (kind, result key, payload, seq)
+        self.joined: dict[int, int] = {}  # query taken over from another evaluator -> the seq it joined at
         self._values: list[AggregateValue] = []
         self._views: dict[tuple[Result, int], tuple[ResultView, str]] = {}  # (result, class) -> view, its JSON
         self._words: dict[int, str] = {}
@@ -201,6 +206,7 @@ class GroupEvaluator:
             self.applied_seq = int(state.get("seq", -1))
             self._clock = float(state["clock"]) if state.get("clock") else None
             self._saved_aggregates = orjson.loads(state["aggregates"]) if state.get("aggregates") else {}
+            self.joined = {int(q): seq for q, seq in orjson.loads(state["joined"]).items()} if state.get("joined") else {}
             outbox = orjson.loads(state["outbox"]) if state.get("outbox") else []
             stored = self.client.hgetall(bus.Keys.evaluator_tuples(self.evaluator_id))
             self.lines = {tuple(orjson.loads(field)): line for field, line in stored.items()}
@@ -231,6 +237,12 @@ class GroupEvaluator:
                     queries.append(query_properties(entry, schema))
                 except (ValueError, PredicateError) as exc:  # a bad query must not stop the others
                     self.query_errors[entry.id] = f"{type(exc).__name__}: {exc}"
+            others = []
+            for entry in plan.others:
+                try:
+                    others.append(query_properties(entry, schema))
+                except (ValueError, PredicateError):  # reported by the evaluator it is placed on
+                    pass
             by_id = {q.id: q for q in queries}
             aggregates, self.aggregate_errors = [], {}
             for agg in plan.aggregates:
@@ -241,7 +253,7 @@ class GroupEvaluator:
             leaving = previous - set(by_id)
             narrow_now = plan.narrow != self._narrow and not fresh
             self._narrow = plan.narrow
-            rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now)
+            rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now, others=others)
             self.queries = by_id
             self.aggregates = {a.id: a for a in aggregates}
             self._words = {bit: word for word, bit in self.engine.vocabulary.items()}
@@ -251,15 +263,41 @@ class GroupEvaluator:
                 self.engine.restore_aggregates(self._saved_aggregates or {})
                 self._saved_aggregates = {}
                 rebuilt = set(by_id)
+            handed_over = set(plan.handoff.leaving)
             for qid in sorted(leaving):
-                bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
+                if qid not in handed_over:
+                    bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
                 self.live_counts.pop(qid, None)
                 self._pending.pop(qid, None)
+            self._take_over(set(plan.handoff.joining), rebuilt, fresh)
             self._reconcile(rebuilt)
             self._refresh_subscriptions(plan)
             self._reported = 0.0
             self._set_parse_spec()
             return True
+
+    def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
+        """Record the seq each query handed over to this evaluator joined at (in the state hash, for
+        the supervisor, which ends the hand-off once the other evaluator has applied that seq).
+
+        The evaluator handing a query over has published its changes up to
+        there, so the query's live set is not reconciled (``rebuilt`` loses
+        it) and only the changes of later ops are published. A fresh engine
+        (a restart) reconciles as usual: the publish script drops whatever
+        the other evaluator already published at a later seq.
+        """
+        arrived = {qid for qid in joining & rebuilt if qid not in self.joined}
+        kept = {qid: seq for qid, seq in self.joined.items() if qid in joining}
+        if not arrived and kept == self.joined:
+            return
+        self.joined = kept | {qid: self.applied_seq for qid in arrived}
+        if not fresh:
+            assert self.engine is not None
+            for qid in arrived:
+                self.live_counts[qid] = len(self.engine.results(qid))
+            rebuilt -= arrived
+        self.client.hset(bus.Keys.evaluator_state(self.evaluator_id), "joined",
+                         orjson.dumps(self.joined, option=orjson.OPT_NON_STR_KEYS))
 
     def _refresh_subscriptions(self, plan: EvaluatorPlan) -> None:
         """Compile the plan's WXQuery subscriptions anew when they or the DTD changed (their windows restart)."""
@@ -322,7 +360,7 @@ class GroupEvaluator:
     def _on_change(self, qid: int, kind: str, result: Result) -> None:
         view, view_json = self._view_json(qid, result)
         payload = change_json("add" if kind == "add" else "remove", qid, self._seq, view_json)
-        self._pending.setdefault(qid, []).append((kind, view.key, payload))
+        self._pending.setdefault(qid, []).append((kind, view.key, payload, self._seq))
         self.live_counts[qid] = self.live_counts.get(qid, 0) + (1 if kind == "add" else -1)
 
     def _on_value(self, aggregate_id: int, window_end: float, value: Any) -> None:
@@ -392,7 +430,8 @@ class GroupEvaluator:
                 if row.seq <= self.applied_seq:
                     continue
                 if row.op is None:
-                    dead.append(row)
+                    if not row.reported:
+                        dead.append(row)
                 else:
                     reason = self._apply(row)
                     if reason is not None:
@@ -414,11 +453,11 @@ class GroupEvaluator:
             self._pending = {}
             self._views.clear()
             now = self.clock()
-            events: list[Any] = [
+            events: list[Any] = [  # every evaluator of a stream rejects the same ops: the primary says so
                 DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS],
                            reason=row.reason or "", ts=now)
                 for row in dead
-            ]
+            ] if self.plan.primary else []
             bus.publish_aggregate_values(self.client, self.stream_id, self._values)
             self._values = []
             if selection is not None:
@@ -527,7 +566,7 @@ class GroupEvaluator:
         """The sharing classes and what they save against per-query evaluation (the Sharing page)."""
         assert self.engine is not None and self.stream_id is not None
         self._reported = now
-        return sharing_report(self.engine, self.stream_id, now)
+        return sharing_report(self.engine, self.stream_id, now, self.evaluator_id)
 
     def state(self, class_evaluations: int = 0) -> dict[str, dict[str, Any]]:
         """The stream (store, seq, selection, errors, sharing) and per query its live results and class."""

@@ -273,6 +273,7 @@ class SharingReport(_Payload):
 
     type: Literal["sharing.report"] = "sharing.report"
     stream: int
+    evaluator: int | None = None
     sharing: str
     classes: list[dict[str, Any]]
     aggregate_classes: list[dict[str, Any]] = Field(default_factory=list)

@@ -8,8 +8,9 @@ validates the op, classifies the inserted tuple's keywords as a bitmask over
 the vocabulary, evaluates the selections and emits one compact record with
 the seq unchanged and the needs version that produced it:
 
-* ``{"seq", "v", "o": "i", "r", "k", "t", "ts", "h"}`` a kept insert (``h``: bit
-  ``i`` set when the tuple contains vocabulary word ``i``);
+* ``{"seq", "v", "o": "i", "r", "t", "ts", "h"}`` a kept insert (``t``: the
+  tuple's values by attribute name in sorted order, the key among them; ``h``:
+  bit ``i`` set when the tuple contains vocabulary word ``i``);
 * ``{"seq", "v", "o": "d", "r", "k", "ts"}`` a delete whose insert was kept;
 * ``{"seq", "v", "ts"}`` a tick: an op no consumer can use, kept only as its
   event time so windows expire at the same seqs as over the raw stream;
@@ -47,7 +48,7 @@ from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProper
                                  query_properties)
 from .sources import SourceError, split_seq, stamp
 
-__all__ = ["StreamNeeds", "Preprocessor", "DerivedRecord", "decode_record", "derived_ops"]
+__all__ = ["StreamNeeds", "Preprocessor", "DerivedRecord", "decode_record", "derived_ops", "derived_rows"]
 
 #: a conjunction attribute -> values; None stands for "every tuple of the relation"
 Conjunction = Mapping[str, IntervalSet] | None
@@ -77,9 +78,11 @@ class StreamNeeds:
 
     @classmethod
     def of_plan(cls, plan: EvaluatorPlan) -> "StreamNeeds":
-        """The needs of every query and aggregate subscription of an evaluator plan."""
+        """The needs of every query and aggregate subscription of an evaluator plan, with the
+        stream's queries placed on other evaluators (``plan.others``): the primary evaluator's plan
+        gives the needs of the whole stream."""
         schema = Schema.from_dict(plan.stream.schema_)
-        queries = {q.id: query_properties(q, schema) for q in plan.queries}
+        queries = {q.id: query_properties(q, schema) for q in [*plan.queries, *plan.others]}
         aggregates = [aggregate_properties(a, schema, queries) for a in plan.aggregates]
         return cls.merge(plan.version, queries.values(), aggregates)
 
@@ -155,7 +158,7 @@ class Preprocessor:
             self.kept.add(ident)
             tokens = tuple_tokens(self.schema.relations[op.relation], op.values)
             mask = sum(1 << i for i, w in enumerate(self.needs.vocabulary) if w in tokens)
-            return orjson.dumps({"seq": seq, "v": v, "o": "i", "r": op.relation, "k": op.key, "t": op.values,
+            return orjson.dumps({"seq": seq, "v": v, "o": "i", "r": op.relation, "t": [op.values[a] for a in sorted(op.values)],
                                  "ts": op.ts, "h": mask})
         if ident in self.dropped:
             self.dropped.discard(ident)
@@ -164,7 +167,7 @@ class Preprocessor:
         return orjson.dumps({"seq": seq, "v": v, "o": "d", "r": op.relation, "k": op.key, "ts": op.ts})
 
 
-def decode_record(data: str | bytes, vocabularies: Mapping[int, tuple[str, ...]]) -> DerivedRecord:
+def decode_record(data: str | bytes, vocabularies: Mapping[int, tuple[str, ...]], schema: Schema) -> DerivedRecord:
     """A derived record read back; ``vocabularies`` maps each needs version to its vocabulary.
 
     An unknown version raises ``KeyError``: a consumer must never guess the bitmask's words.
@@ -180,22 +183,34 @@ def decode_record(data: str | bytes, vocabularies: Mapping[int, tuple[str, ...]]
         return DerivedRecord(seq, v, "delete", obj["r"], obj["k"], None, obj["ts"])
     words = vocabularies[v]
     mask = obj["h"]
-    return DerivedRecord(seq, v, "insert", obj["r"], obj["k"], obj["t"], obj["ts"],
+    relation = schema.relations[obj["r"]]
+    by_name = dict(zip(sorted(relation.attributes), obj["t"]))
+    values = {a: by_name[a] for a in relation.attributes}  # the schema's order, as the raw op's
+    return DerivedRecord(seq, v, "insert", obj["r"], values[relation.key], values, obj["ts"],
                          tuple(w for i, w in enumerate(words) if mask >> i & 1))
 
 
-def derived_ops(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[str, ...]]) -> list[ParsedOp]:
+def derived_ops(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[str, ...]],
+                schema: Schema) -> list[ParsedOp]:
     """Derived records as the evaluator's parsed rows (no parse or classification left to do).
 
     A tick becomes an op of kind ``tick`` (the evaluator only advances event
-    time with it); a dead letter keeps its record as its line.
+    time with it); a dead letter keeps its record as its line and is marked
+    ``reported`` (the pre-processor published it; the evaluator only passes its seq).
     """
-    out = []
+    return derived_rows(lines, vocabularies, schema)[0]
+
+
+def derived_rows(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[str, ...]],
+                 schema: Schema) -> tuple[list[ParsedOp], set[int]]:
+    """:func:`derived_ops`, and the needs versions of the records read (each record decoded once)."""
+    out, versions = [], set()
     for line in lines:
         text = line.decode() if isinstance(line, bytes) else line
-        r = decode_record(text, vocabularies)
-        if r.kind == "dead":
-            out.append(ParsedOp(r.seq, text, None, r.reason))
+        r = decode_record(text, vocabularies, schema)
+        versions.add(r.version)
+        if r.kind == "dead":  # the pre-processor published it
+            out.append(ParsedOp(r.seq, text, None, r.reason, reported=True))
         elif r.kind == "tick":
             out.append(ParsedOp(r.seq, text, Op("tick", "", None, None, r.ts)))
         else:
@@ -203,4 +218,4 @@ def derived_ops(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[s
             # the raw form of a kept op: what the evaluator persists with the tuple and re-reads after a restart
             raw = stamp(r.seq, orjson.dumps(op_to_dict(op)).decode()) if r.kind == "insert" else text
             out.append(ParsedOp(r.seq, raw, op, None, r.hits))
-    return out
+    return out, versions

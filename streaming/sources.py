@@ -275,7 +275,8 @@ def landing_files_through(directory: str | Path, applied_seq: int, through: str 
 
     A file holds the seqs from its name up to the next file's; the newest file
     is read to count its lines. ``through`` limits the files considered to
-    names <= it.
+    names <= it. A file that another consumer of the directory archives
+    meanwhile was applied by every consumer; it is left out.
     """
     directory = Path(directory)
     try:
@@ -289,8 +290,11 @@ def landing_files_through(directory: str | Path, applied_seq: int, through: str 
         if i + 1 < len(names):
             last = landing_file_seq(names[i + 1]) - 1
         else:
-            with open(directory / name, "rb") as fh:
-                last = landing_file_seq(name) + fh.read().count(b"\n") - 1
+            try:
+                with open(directory / name, "rb") as fh:
+                    last = landing_file_seq(name) + fh.read().count(b"\n") - 1
+            except FileNotFoundError:
+                break
         if last > applied_seq:
             break
         done.append(name)
@@ -298,7 +302,8 @@ def landing_files_through(directory: str | Path, applied_seq: int, through: str 
 
 
 def unapplied_landing_lines(directory: str | Path, applied_seq: int, through: str) -> list[str]:
-    """The stored lines with a seq > ``applied_seq`` in the files up to ``through`` (not archived)."""
+    """The stored lines with a seq > ``applied_seq`` in the files up to ``through`` (not archived; a file
+    archived meanwhile by another consumer was applied by all, this one included, and has none)."""
     directory = Path(directory)
     out = []
     try:
@@ -306,7 +311,30 @@ def unapplied_landing_lines(directory: str | Path, applied_seq: int, through: st
     except FileNotFoundError:
         return []
     for name in names:
-        with open(directory / name, encoding="utf-8") as fh:
+        try:
+            with open(directory / name, encoding="utf-8") as fh:
+                out += [line for line in fh.read().split("\n") if line and line_seq(line) > applied_seq]
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def archived_lines_after(directory: str | Path, applied_seq: int) -> list[str]:
+    """The stored lines with a seq > ``applied_seq`` in the archive of a landing directory (the newest
+    archived files only: those a consumer that did not gate archiving may have missed)."""
+    archive = landing_archive(directory)
+    try:
+        names = sorted(e.name for e in os.scandir(archive) if is_landing_file(e.name))
+    except FileNotFoundError:
+        return []
+    newest: list[str] = []
+    for name in reversed(names):  # files before one that starts at or below applied_seq + 1 end before it
+        newest.append(name)
+        if landing_file_seq(name) <= applied_seq + 1:
+            break
+    out = []
+    for name in reversed(newest):
+        with open(archive / name, encoding="utf-8") as fh:
             out += [line for line in fh.read().split("\n") if line and line_seq(line) > applied_seq]
     return out
 

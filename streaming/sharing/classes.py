@@ -17,6 +17,7 @@ leaving a member window narrower than the class's.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from time import perf_counter
 from typing import Any, Callable, Mapping
 
 from ..evaluate.dynamic import DynamicEvaluator
@@ -95,6 +96,7 @@ class ClassRuntime(ABC):
         self.retention = retention
         self.alive = True
         self.generation = 0
+        self.busy = 0.0  # seconds spent evaluating ops (the measured work placement estimates cost from)
         # the class window is narrower than the store's: tuples outside it are hidden and members expire
         self.narrow_window = props.window is not None and (retention is None or props.window < retention)
         self.selection = {r: compile_selection(s) for r, s in props.selection.items()}
@@ -149,13 +151,17 @@ class ClassRuntime(ABC):
     # -- ops -------------------------------------------------------------------------
 
     def insert(self, relation: str, key: Any, row: LiveTuple) -> None:
+        started = perf_counter()
         now = self.clock.now
         for result in self._insert(relation, key, row):
             self.delivery.add(result, now)
+        self.busy += perf_counter() - started
 
     def delete(self, relation: str, key: Any, row: LiveTuple) -> None:
+        started = perf_counter()
         for result in self._delete(relation, key, row):
             self.delivery.remove(result)
+        self.busy += perf_counter() - started
 
     def expire(self, relation: str, key: Any, row: LiveTuple) -> None:
         """The tuple left the class window (still in the store for wider classes)."""
@@ -188,7 +194,8 @@ class ClassRuntime(ABC):
 
     def stats(self) -> dict[str, Any]:
         return {"class": self.index, "members": sorted(q.id for q in self.members.values()),
-                "properties": self.props.to_json(), **self.delivery.stats()}
+                "properties": self.props.to_json(), "busy_seconds": round(self.busy, 6),
+                **self.delivery.stats()}
 
 
 class KeywordClass(ClassRuntime):

@@ -123,8 +123,14 @@ class SharedEngine(StreamEngine):
     # -- the plan ----------------------------------------------------------------------
 
     def set_plan(self, queries: Sequence[QueryProperties], aggregates: Sequence[AggregateProperties] = (),
-                 narrow_now: bool = False) -> set[int]:
+                 narrow_now: bool = False, others: Sequence[QueryProperties] = ()) -> set[int]:
         """Adopt a new plan; returns the ids of queries whose live sets were rebuilt (not sent to the sink).
+
+        ``others`` are the stream's queries evaluated elsewhere (another
+        evaluator of the stream): they are not evaluated here, but the store
+        keeps tuples as long as their windows need, so this engine stores
+        and judges every op as one engine of all the stream's queries would,
+        and a class moved here is built over the same tuples.
 
         Queries keep their class while they stay unchanged; joining (or
         changed) queries are placed in registration order by the sharing
@@ -177,7 +183,8 @@ class SharedEngine(StreamEngine):
                 if members:
                     plans[cls.index] = (narrow(list(members.values())), members)
                     touched.add(cls.index)
-        retention = _retention(props for props, members in plans.values() if members)
+        retention = _retention([*(props for props, members in plans.values() if members),
+                                *(ClassProperties.of(q) for q in others)])
         if retention != self.window.seconds:
             self._set_retention(retention)
             touched = set(plans)

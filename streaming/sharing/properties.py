@@ -39,6 +39,7 @@ __all__ = [
     "SharingPlan",
     "StreamEntry",
     "SubscriptionEntry",
+    "Handoff",
     "EvaluatorPlan",
     "Selection",
     "QueryProperties",
@@ -151,11 +152,32 @@ class SubscriptionEntry(_Entry):
     text: str = Field(min_length=1)
 
 
+class Handoff(_Entry):
+    """Queries whose sharing class moves between two evaluators of a stream (``docs/scaling.md``).
+
+    ``joining``: queries this evaluator takes over; it builds their class
+    from its own store and publishes only the changes of later ops (the
+    evaluator handing them over has published the earlier ones). ``leaving``:
+    queries it hands over; they leave with no remove of their live results.
+    """
+
+    joining: list[int] = Field(default_factory=list)
+    leaving: list[int] = Field(default_factory=list)
+
+
 class EvaluatorPlan(_Entry):
     """What an evaluator re-reads at each batch boundary (written by the web tier with a new version).
 
     ``narrow`` is bumped by the operator action that narrows every class of
-    the stream now (``manage.py narrow_stream``).
+    the stream now (``manage.py narrow_stream``). A stream may run on
+    several evaluators, each with the queries of the sharing classes placed
+    on it: ``others`` are the stream's queries placed elsewhere (they set the
+    store's retention, so every evaluator of the stream keeps the same
+    tuples and judges every op alike, and they are part of the needs a
+    pre-processor derives the stream with); ``primary`` is the one evaluator
+    that runs the stream-wide work (WXQuery subscriptions and the dead
+    letters of the raw stream); ``handoff`` says which queries arrive or
+    leave by a move rather than by a plan change.
     """
 
     version: int
@@ -165,6 +187,9 @@ class EvaluatorPlan(_Entry):
     aggregates: list[AggregateEntry] = Field(default_factory=list)
     subscriptions: list[SubscriptionEntry] = Field(default_factory=list)
     narrow: int = 0
+    others: list[QueryEntry] = Field(default_factory=list)
+    primary: bool = True
+    handoff: Handoff = Field(default_factory=Handoff)
 
     @model_validator(mode="after")
     def _xml_subscriptions(self) -> "EvaluatorPlan":
@@ -173,6 +198,15 @@ class EvaluatorPlan(_Entry):
         ids = [s.id for s in self.subscriptions]
         if len(set(ids)) != len(ids):
             raise ValueError("a subscription id is given twice")
+        if self.subscriptions and not self.primary:
+            raise ValueError("WXQuery subscriptions run on the stream's primary evaluator")
+        own = {q.id for q in self.queries}
+        if own & {q.id for q in self.others}:
+            raise ValueError("a query is both run here and listed among the others")
+        if not set(self.handoff.joining) <= own:
+            raise ValueError("a joining query must be one of the plan's queries")
+        if own & set(self.handoff.leaving):
+            raise ValueError("a leaving query must not be one of the plan's queries")
         return self
 
 

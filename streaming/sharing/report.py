@@ -10,6 +10,11 @@ query alone ("data shipping") the totals compare, at this moment:
 * lattice nodes: one lattice per class against one per keyword query;
 * engine evaluations per op: the class evaluations the engine made against
   one evaluation per query per op.
+
+A stream run by several evaluators has one report per evaluator
+(``bus.read_sharing_report`` merges them); each class says its
+evaluator and its measured work (``busy_seconds``: time spent evaluating
+ops), from which placement estimates its cost.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .engine import SharedEngine
 __all__ = ["sharing_report"]
 
 
-def sharing_report(engine: SharedEngine, stream_id: int, now: float) -> SharingReport:
+def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: int | None = None) -> SharingReport:
     times = sorted(row.ts for rows in engine.store.rows.values() for row in rows.values())
     clock = engine.last_ts
 
@@ -46,6 +51,8 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float) -> SharingR
         stats = cls.stats()
         classes.append({
             "class": cls.index,
+            "evaluator": evaluator,
+            "busy_seconds": stats["busy_seconds"],
             "properties": cls.props.to_json(),
             "members": [q.id for q in members],
             "lattice_nodes": nodes,
@@ -72,5 +79,5 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float) -> SharingR
         "evaluations_per_op_alone": float(queries),
     }
     aggregates = [cls.stats() for cls in engine.aggregate_classes]
-    return SharingReport(stream=stream_id, sharing=engine.mode, classes=classes, aggregate_classes=aggregates,
-                         totals=totals, ts=now)
+    return SharingReport(stream=stream_id, evaluator=evaluator, sharing=engine.mode, classes=classes,
+                         aggregate_classes=aggregates, totals=totals, ts=now)

@@ -54,7 +54,8 @@ def test_publish_is_idempotent(client):
 
 
 def test_snapshot_then_changes_has_no_gap_or_duplicate(client):
-    bus.publish_changes(client, 7, [ResultAdded(query=7, seq=i % 3, result=view(i)) for i in range(5)])
+    seqs = {0: 0, 3: 0, 1: 1, 4: 1, 2: 2}  # result -> seq of its add
+    bus.publish_changes(client, 7, [ResultAdded(query=7, seq=seq, result=view(i)) for i, seq in seqs.items()])
     last_id, snap = bus.read_snapshot(client, 7)
     assert [r.tuples[0].key for r in snap] == [2, 1, 4, 0, 3]  # newest add first, ties by key
     bus.publish_changes(client, 7, [ResultRemoved(query=7, seq=9, result=view(2)), ResultAdded(query=7, seq=9, result=view(9))])
@@ -112,8 +113,28 @@ def test_serialized_changes_of_many_queries_in_one_round_trip(redis_client):
     def added(q, i):
         return ResultAdded(query=q, seq=i, result=ResultView(key=f"k{i}", tuples=[], edges=[]))
 
-    triples = {q: [("add", f"k{i}", added(q, i).model_dump_json()) for i in range(3)] for q in (7, 8)}
-    triples[7].append(("add", "k1", added(7, 1).model_dump_json()))  # already live: dropped
-    assert bus.publish_serialized_changes(redis_client, triples, chunk=2) == 6
+    quads = {q: [("add", f"k{i}", added(q, i).model_dump_json(), i) for i in range(3)] for q in (7, 8)}
+    quads[7].append(("add", "k1", added(7, 2).model_dump_json(), 2))  # already live: dropped
+    assert bus.publish_serialized_changes(redis_client, quads, chunk=2) == 6
     assert [c.seq for _, c in bus.read_changes(redis_client, 7, "0-0")] == [0, 1, 2]
     assert len(bus.read_snapshot(redis_client, 8)[1]) == 3
+
+
+def test_two_publishers_of_one_query_give_each_change_once_in_seq_order(redis_client):
+    """A class moving between evaluators: both publish a while, the one behind adds nothing."""
+    from streaming.events import ResultAdded, ResultRemoved, ResultView
+
+    def change(kind, key, seq):
+        model = ResultAdded if kind == "add" else ResultRemoved
+        return model(query=3, seq=seq, result=ResultView(key=key, tuples=[], edges=[]))
+
+    ahead = [change("add", "a", 5), change("add", "b", 6), change("remove", "a", 8), change("add", "c", 9)]
+    behind = ahead[:3]
+    assert bus.publish_changes(redis_client, 3, ahead[:2]) == 2
+    assert bus.publish_changes(redis_client, 3, behind[:1]) == 0  # seq 5 < 6: dropped
+    assert bus.publish_changes(redis_client, 3, ahead[2:]) == 2
+    assert bus.publish_changes(redis_client, 3, behind[1:]) == 0  # "b" at 6 and the remove at 8: already there
+    assert bus.publish_changes(redis_client, 3, [change("add", "a", 7)]) == 0  # after the remove at 8: never back
+    assert [(c.type, c.result.key, c.seq) for _, c in bus.read_changes(redis_client, 3, "0-0")] == [
+        ("result.add", "a", 5), ("result.add", "b", 6), ("result.remove", "a", 8), ("result.add", "c", 9)]
+    assert sorted(r.key for r in bus.read_snapshot(redis_client, 3)[1]) == ["b", "c"]

@@ -13,6 +13,8 @@ from streaming.sharing.properties import EvaluatorPlan
 from .test_evaluator import (EXPENSIVE, LINES, OPS, SCHEMA, TEXAN, aggregate, expensive, filter_reference, parsed, plan,
                              published, query, reference)
 
+SHOP = Schema.from_dict(SCHEMA)
+
 pytestmark = pytest.mark.redis
 
 CHEAP = {"relation": "Product", "attribute": "price", "op": "<", "value": 20}
@@ -50,7 +52,7 @@ def run_derived(redis_client, plans, qids):
         bus.write_plan(redis_client, 1, doc)
         if batch_id == 0:
             ev.start()
-        ev.apply_batch(batch_id, derived_ops(records[start:end], vocabularies), parsed_with_version=doc["version"])
+        ev.apply_batch(batch_id, derived_ops(records[start:end], vocabularies, SHOP), parsed_with_version=doc["version"])
     return {q: published(redis_client, q) for q in qids}, records
 
 
@@ -62,7 +64,7 @@ def test_derived_stream_gives_the_raw_change_streams_and_drops_what_no_query_use
     derived, records = run_derived(redis_client, [(0, doc)], (7, 8))
     assert derived == raw
     assert raw[7] == filter_reference(OPS, expensive)
-    kinds = [decode_record(r, {1: ()}).kind for r in records]
+    kinds = [decode_record(r, {1: ()}, SHOP).kind for r in records]
     # only Products (and Customers of query 8's relations) are kept; Orders and Groups become ticks
     assert kinds.count("insert") < len(OPS) // 2 and "tick" in kinds
     assert sum(map(len, records)) < sum(map(len, LINES))
@@ -74,7 +76,7 @@ def test_deletes_reach_consumers_exactly_when_their_insert_was_kept(redis_client
     pre = Preprocessor(Schema.from_dict(SCHEMA), needs_of(doc))
     kinds = {}
     for line in lines:
-        r = decode_record(pre.derive(line), {1: ("dress", "texas")})
+        r = decode_record(pre.derive(line), {1: ("dress", "texas")}, SHOP)
         kinds[r.seq] = r.kind
     # Order 1 was inserted (kept: Orders are unrestricted) and its delete is forwarded;
     # Group 1's delete too; Customer 3's delete as well: only Products are selected
@@ -99,9 +101,9 @@ def test_a_joining_query_widens_at_once_and_no_record_is_misread(redis_client):
     redis_client.flushdb()
     derived, records = run_derived(redis_client, plans, (5, 6))
     assert derived[5] == raw[5]
-    assert {decode_record(r, {1: ("dress",), 2: ("beach", "dress", "texas")}).version for r in records} == {1, 2}
+    assert {decode_record(r, {1: ("dress",), 2: ("beach", "dress", "texas")}, SHOP).version for r in records} == {1, 2}
     with pytest.raises(KeyError):  # a version the consumer was not told of is refused, never guessed
-        decode_record(records[-1], {1: ("dress",)})
+        decode_record(records[-1], {1: ("dress",)}, SHOP)
     # query 6 joined at line 14: it sees the Products dropped under v1 only from its join on
     kept_before = {(op["relation"], op["tuple"]["pid"]) for op in OPS[:14]
                    if op["op"] == "insert" and op["relation"] == "Product" and op["tuple"]["price"] < 40}

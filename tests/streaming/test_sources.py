@@ -1,6 +1,7 @@
 """Op sources: seqs assigned once and in order, atomic landing files, Redis stream appends."""
 
 import json
+import os
 import threading
 
 import pytest
@@ -119,3 +120,25 @@ def test_both_sources_share_the_stream_counter(redis_client, tmp_path):
     assert (tmp_path / "5").is_dir()
     with pytest.raises(ValueError):
         sources.writer_for(redis_client, 5, "kafka", tmp_path)
+
+
+def test_a_landing_file_archived_by_another_consumer_meanwhile_is_left_out(tmp_path, monkeypatch):
+    """Two consumers of one directory: the other archives the newest file between this one's listing and
+    its read (seen with five evaluators over one landing directory). It was applied by all: not listed,
+    and no lines of it are owed."""
+    (tmp_path / sources.landing_file_name(0)).write_text(
+        "".join(sources.stamp(i, '{"op":"insert"}') + "\n" for i in range(2)))
+    newest = tmp_path / sources.landing_file_name(2)
+    scandir = os.scandir
+
+    def archived_after_listing(path):
+        entries = list(scandir(path))
+        assert newest.name in [e.name for e in entries]
+        newest.unlink()
+        return iter(entries)
+
+    monkeypatch.setattr(sources.os, "scandir", archived_after_listing)
+    newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
+    assert sources.landing_files_through(tmp_path, 4) == [sources.landing_file_name(0)]
+    newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
+    assert sources.unapplied_landing_lines(tmp_path, 1, newest.name) == []

@@ -1,0 +1,212 @@
+"""Several evaluators per stream: the placement rule, and a unit moving mid-stream with no change lost or doubled."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streaming import bus
+from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.ops import op_to_dict
+from streaming.placement import (Move, Placement, Unit, evaluator_plans, handoff_complete, place, unit_costs,
+                                 units_of)
+from streaming.schema import Schema
+from streaming.sharing.properties import QueryEntry
+from streaming.sources import stamp
+from streaming.workloads import ecommerce
+from streaming.workloads.queries import StreamProfile, random_queries
+
+WORKLOAD = ecommerce.build(ops=700, seed=3)
+SCHEMA = WORKLOAD.schema_doc
+OPS = [op_to_dict(op) for op in WORKLOAD.ops()]
+LINES = [stamp(i, orjson.dumps(op).decode()) for i, op in enumerate(OPS)]
+QUERIES = random_queries(StreamProfile(SCHEMA, OPS), 10, seed=5, windows=(120.0, 300.0, None))
+
+
+def unit(words: str, *queries: int) -> Unit:
+    return Unit((tuple(words.split()), "results"), queries)
+
+
+# ------------------------------------------------------------------------------------------- the rule
+
+
+def test_new_units_go_largest_first_to_the_least_loaded_evaluator():
+    units = [unit("a", 1), unit("b", 2, 3), unit("c", 4), unit("d", 5)]
+    costs = {units[0].key: 1.0, units[1].key: 5.0, units[2].key: 3.0, units[3].key: 2.0}
+    placed = place(units, costs, [10, 20], Placement())
+    assert placed.assignment == {2: 10, 3: 10, 4: 20, 5: 20, 1: 10}  # 5 against 5: the lower id
+    assert placed.move is None
+
+
+def test_an_overloaded_evaluator_moves_its_smallest_unit_that_lowers_the_maximum():
+    units = [unit("a", 1), unit("b", 2), unit("c", 3)]
+    costs = {units[0].key: 4.0, units[1].key: 1.0, units[2].key: 1.0}
+    current = Placement({1: 10, 2: 10, 3: 10})
+    placed = place(units, costs, [10, 20], current)
+    assert placed.move == Move((2,), 10, 20)
+    assert placed.assignment == {1: 10, 2: 10, 3: 10}  # the move has not happened yet
+    # while it runs, nothing else moves
+    assert place(units, costs, [10, 20], placed).move == Move((2,), 10, 20)
+
+
+def test_pinned_units_stay_and_balanced_loads_stay():
+    units = [unit("a", 1), unit("b", 2)]
+    costs = {units[0].key: 1.0, units[1].key: 1.0}
+    assert place(units, costs, [10, 20], Placement({1: 10, 2: 10}), pinned=[2]).move == Move((1,), 10, 20)
+    assert place(units, costs, [10, 20], Placement({1: 10, 2: 10}), pinned=[1, 2]).move is None
+    assert place(units, costs, [10, 20], Placement({1: 10, 2: 20})).move is None
+
+
+def test_units_of_a_retired_evaluator_are_placed_again_at_once():
+    units = [unit("a", 1), unit("b", 2)]
+    costs = {u.key: 1.0 for u in units}
+    placed = place(units, costs, [10], Placement({1: 10, 2: 20}))
+    assert placed.assignment == {1: 10, 2: 10}
+
+
+def test_a_move_to_or_from_a_retired_evaluator_is_dropped():
+    units = [unit("a", 1), unit("b", 2)]
+    costs = {u.key: 1.0 for u in units}
+    to_retired = Placement({1: 10, 2: 10}, Move((2,), 10, 30))
+    # the rule starts again from the assignment: here a move to the live evaluator
+    assert place(units, costs, [10, 20], to_retired) == Placement({1: 10, 2: 10}, Move((1,), 10, 20))
+    from_retired = Placement({1: 10, 2: 30}, Move((2,), 30, 10))
+    assert place(units, costs, [10], from_retired) == Placement({1: 10, 2: 10})
+
+
+def test_costs_come_from_the_measured_work_per_op():
+    units = [unit("a", 1, 2), unit("b", 3), unit("c", 4)]
+    reports = [{"totals": {"ops": 100}, "classes": [{"members": [1, 2], "busy_seconds": 0.02},
+                                                     {"members": [3], "busy_seconds": 0.04}]}]
+    costs = unit_costs(units, reports)
+    assert costs[units[0].key] == pytest.approx(0.0002)
+    assert costs[units[1].key] == pytest.approx(0.0004)
+    assert costs[units[2].key] == pytest.approx(0.0002)  # not measured: the mean per query
+
+
+def test_units_group_queries_by_keyword_set():
+    schema = Schema.from_dict(SCHEMA)
+    entries = [QueryEntry.model_validate(q) for q in [
+        {"id": 1, "keywords": ["Dress", "texas"]}, {"id": 2, "keywords": ["dress"]},
+        {"id": 3, "keywords": ["texas", "dress"], "tmax": 3}, {"id": 4, "keywords": ["nosuchword"]}]]
+    assert [(u.label, u.queries) for u in units_of(entries, schema)] == [
+        ("dress texas", (1, 3)), ("dress", (2,)), ("nosuchword", (4,))]
+
+
+# ------------------------------------------------------------------------------ moving a unit mid-stream
+
+
+def full_plan() -> dict:
+    return {"version": 1, "evaluator": 1,
+            "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "unused"}},
+            "queries": QUERIES}
+
+
+def changes(redis_client, qid: int) -> list[tuple[int, str, str]]:
+    """The query's change stream as (seq, type, result key), each seq's changes sorted."""
+    by_seq = defaultdict(list)
+    for _, change in bus.read_changes(redis_client, qid, "0-0", count=1_000_000):
+        by_seq[change.seq].append((change.type, change.result.key))
+    return [(seq, *c) for seq in sorted(by_seq) for c in sorted(by_seq[seq])]
+
+
+def parse(evaluator: GroupEvaluator, lines: list[str]):
+    schema = Schema.from_dict(SCHEMA)
+    keywords = group_keywords(bus.read_plan(evaluator.client, evaluator.evaluator_id))
+    return [parse_stored_line(line, schema, keywords) for line in lines]
+
+
+class Runner:
+    """Two evaluators of one stream fed with their own batch boundaries, plans written as the web tier does."""
+
+    def __init__(self, redis_client):
+        self.client = redis_client
+        self.ids = [1, 2]
+        self.versions = {1: 0, 2: 0}
+        self.full = full_plan()
+        schema = Schema.from_dict(SCHEMA)
+        self.units = units_of([QueryEntry.model_validate(q) for q in QUERIES], schema)
+        self.placement = place(self.units, {u.key: 1.0 for u in self.units}, self.ids, Placement())
+        self.write()
+        self.evaluators = {e: GroupEvaluator(redis_client, e) for e in self.ids}
+        for evaluator in self.evaluators.values():
+            evaluator.start()
+        self.fed = {e: 0 for e in self.ids}
+
+    def write(self) -> None:
+        for e in self.ids:
+            self.versions[e] += 1
+        for e, plan in evaluator_plans(self.full, self.ids, self.placement, self.versions).items():
+            bus.write_plan(self.client, e, plan)
+
+    def feed(self, e: int, upto: int) -> None:
+        evaluator = self.evaluators[e]
+        if upto > self.fed[e]:
+            evaluator.apply_batch(0, parse(evaluator, LINES[self.fed[e]:upto]))
+            self.fed[e] = upto
+
+    def start_move(self, unit_index: int) -> Move:
+        moving = self.units[unit_index % len(self.units)]
+        source = self.placement.assignment[moving.queries[0]]
+        move = Move(moving.queries, source, 3 - source)
+        self.placement = Placement(dict(self.placement.assignment), move)
+        self.write()
+        return move
+
+    def try_finish(self) -> bool:
+        move = self.placement.move
+        assert move is not None
+        state = self.client.hgetall(bus.Keys.evaluator_state(move.target))
+        joined = {int(q): s for q, s in orjson.loads(state.get("joined", "{}")).items()}
+        if not handoff_complete(move, joined, self.evaluators[move.source].applied_seq):
+            return False
+        assignment = dict(self.placement.assignment) | {q: move.target for q in move.queries}
+        self.placement = Placement(assignment, Move(move.queries, move.source, move.target, done=True))
+        self.write()
+        return True
+
+
+@pytest.mark.redis
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch_a=st.integers(20, 90), batch_b=st.integers(20, 90), move_at=st.integers(50, 400),
+       lag=st.integers(-120, 120), unit_index=st.integers(0, 20))
+def test_a_unit_moved_mid_stream_publishes_what_one_evaluator_publishes(redis_client, batch_a, batch_b,
+                                                                         move_at, lag, unit_index):
+    """Both evaluators read the stream with their own batch sizes, one ``lag`` ops behind the other;
+    a unit moves at ``move_at``; every query's change stream equals one evaluator's over the whole plan."""
+    redis_client.flushdb()
+    bus.write_plan(redis_client, 9, dict(full_plan(), evaluator=9))
+    alone = GroupEvaluator(redis_client, 9)
+    alone.start()
+    for start in range(0, len(LINES), 50):
+        alone.apply_batch(0, parse(alone, LINES[start:start + 50]))
+    expected = {q["id"]: changes(redis_client, q["id"]) for q in QUERIES}
+    assert any(expected.values())
+
+    redis_client.flushdb()
+    run = Runner(redis_client)
+    sizes = {1: batch_a, 2: batch_b}
+    offset = {1: max(0, lag), 2: max(0, -lag)}  # how far each one is behind
+    step, moved, finished = 0, False, False
+    while min(run.fed.values()) < len(LINES):
+        step += 1
+        for e in run.ids:
+            run.feed(e, min(len(LINES), max(0, step * sizes[e] - offset[e])))
+        if not moved and max(run.fed.values()) >= move_at:
+            run.start_move(unit_index)
+            moved = True
+        elif moved and not finished:
+            finished = run.try_finish()
+    for e in run.ids:  # an idle round: plans apply between batches
+        run.evaluators[e].apply_batch(0, [])
+    if moved and not finished:
+        assert run.try_finish()
+    assert {q["id"]: changes(redis_client, q["id"]) for q in QUERIES} == expected
+    move = run.placement.move
+    assert move is not None and move.done
+    assert all(q not in run.evaluators[move.source].queries for q in move.queries)
+    assert all(q in run.evaluators[move.target].queries for q in move.queries)
