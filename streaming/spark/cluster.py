@@ -186,6 +186,11 @@ class LocalCluster:
             raise ClusterError("the cluster is not running")
         return self._master
 
+    def daemon_pids(self) -> dict[str, int]:
+        """The pid of each daemon (``master``, ``worker-1``, ...): the leaders of the process groups that
+        also hold the executors and their Python workers (what a benchmark charges CPU to)."""
+        return {d.name: d.process.pid for d in [self._running_master(), *self._workers]}
+
     # ------------------------------------------------------------------ state
 
     def state(self) -> dict[str, Any]:

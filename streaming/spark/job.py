@@ -18,22 +18,27 @@ import sys
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, parse_stored_line
-from streaming.sources import landing_archive, landing_file_name, line_seq, read_redis_stream, unapplied_landing_lines
+from streaming.evaluator import GroupEvaluator, ParsedOp, parse_stored_line
+from streaming.preprocess import derived_rows
+from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, line_seq, read_redis_stream,
+                               unapplied_landing_lines)
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
 __all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "PROJECT_ROOT", "spark_session", "warm_up", "source_frame",
-           "BatchHandler", "committed_offset", "recover_committed", "start_query"]
+           "DerivedReader", "BatchHandler", "query_checkpoint", "committed_offset", "recover_committed",
+           "catch_up_archived", "start_query"]
 
 WARM_UP_BATCHES = 3
 WARM_UP_LINES = MIN_PARTITION_OPS  # a file per core, each its own partition
@@ -60,7 +65,7 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
     package on the executors (local or on a cluster), fast checkpoint writes."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -70,8 +75,10 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
         .config("spark.executorEnv.PYTHONPATH", str(PROJECT_ROOT))
-        .getOrCreate()
     )
+    if os.environ.get("SPARK_CORES_MAX"):  # a standalone cluster: leave cores for the stream's other processes
+        builder = builder.config("spark.cores.max", os.environ["SPARK_CORES_MAX"])
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(LandingOpsSource)
     spark.dataSource.register(RedisOpsSource)
@@ -126,9 +133,13 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
     A landing batch is split into at most one partition per core of the
     Spark application, and its files move to the stream's archive once it is
     committed (``streaming.spark.landing_source``) — with ``applied_key`` (the
-    evaluator's state hash), once the evaluator has also applied them.
+    evaluator's state hash), once the evaluator has also applied them, and
+    with ``source["consumers"]`` (evaluator ids: several processes read the
+    directory), once each of them has; with ``source["consumers_key"]``, once
+    each consumer in that Redis set has, as it is at each commit (the web tier
+    rewrites it with every plan).
     """
-    if source["kind"] == "landing":
+    if source["kind"] in ("landing", "derived"):
         path = Path(source["path"])
         reader = (
             spark.readStream.format("kwlanding")
@@ -136,8 +147,13 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
             .option("archive", str(landing_archive(path)))
             .option("partitions", str(spark.sparkContext.defaultParallelism))
         )
-        if applied_key is not None:
-            reader = reader.option("appliedUrl", redis_url).option("appliedKey", applied_key)
+        keys = [bus.Keys.evaluator_state(c) for c in source.get("consumers", [])]
+        if applied_key is not None and applied_key not in keys:
+            keys.append(applied_key)
+        if keys:
+            reader = reader.option("appliedUrl", redis_url).option("appliedKeys", ",".join(keys))
+        if source.get("consumers_key"):
+            reader = reader.option("appliedUrl", redis_url).option("consumersKey", source["consumers_key"])
     elif source["kind"] == "redis":
         reader = spark.readStream.format("kwredis").option("url", redis_url).option("key", source["key"])
         if applied_key is not None:
@@ -147,6 +163,39 @@ def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, ma
     if max_rows:
         reader = reader.option("maxRows", str(max_rows))
     return reader.load()
+
+
+class DerivedReader:
+    """Turns a batch of the pre-processor's derived records into an evaluator's rows.
+
+    The vocabulary of each needs version comes from the stream's Redis hash
+    (re-read when a record names a version not seen yet). A record's keyword
+    hits are trusted, restricted to the evaluator's own keywords, only when
+    every record of the batch was derived with a vocabulary holding all of
+    them; otherwise (a query joined after the records were derived) the
+    evaluator classifies the tuples itself.
+    """
+
+    def __init__(self, client):
+        self.client = client
+        self.vocabularies: dict[int, tuple[str, ...]] = {}
+
+    def _vocabularies(self, stream_id: int) -> dict[int, tuple[str, ...]]:
+        raw = self.client.hgetall(bus.Keys.stream_vocabularies(stream_id))
+        self.vocabularies = {int(v): tuple(orjson.loads(words)) for v, words in raw.items()}
+        return self.vocabularies
+
+    def rows(self, evaluator: GroupEvaluator, lines: list[str], version: int) -> tuple[list[ParsedOp], int | None]:
+        """The rows, and ``version`` if their hits may be trusted (else None)."""
+        assert evaluator.stream_id is not None and evaluator.schema is not None
+        try:
+            rows, versions = derived_rows(lines, self.vocabularies, evaluator.schema)
+        except KeyError:  # a version written since the last read
+            rows, versions = derived_rows(lines, self._vocabularies(evaluator.stream_id), evaluator.schema)
+        own = evaluator.keywords
+        if not all(own <= set(self.vocabularies.get(v, ())) for v in versions):
+            return rows, None
+        return [r if not r.hits else replace(r, hits=tuple(w for w in r.hits if w in own)) for r in rows], version
 
 
 class BatchHandler:
@@ -167,6 +216,9 @@ class BatchHandler:
         self.pipelined = pipelined
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
         self._pending: Future | None = None
+        self.derived = DerivedReader(evaluator.client)
+        # what the query was started on: a plan may name another source before the query restarts on it
+        self.source = dict(evaluator.plan.stream.source) if evaluator.plan is not None else {}
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         evaluator = self.evaluator
@@ -174,14 +226,20 @@ class BatchHandler:
             with evaluator.lock:
                 evaluator.refresh_plan()
         spec = evaluator.parse_spec
-        assert spec is not None
-        parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
+        assert spec is not None and evaluator.plan is not None
         started = time.perf_counter()
-        table = frame.mapInArrow(parser, PARSED_SCHEMA).toArrow()
-        rows, selection_stats = collect_ops(table)
+        if self.source.get("kind") == "derived":
+            lines = frame.toArrow().column("value").to_pylist()
+            rows, version = self.derived.rows(evaluator, lines, spec.version)
+            selection_stats: list = []
+        else:
+            parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
+            table = frame.mapInArrow(parser, PARSED_SCHEMA).toArrow()
+            rows, selection_stats = collect_ops(table)
+            version = spec.version
         parse_ms = (time.perf_counter() - started) * 1000
         apply = functools.partial(evaluator.apply_batch, batch_id, rows, parse_ms=parse_ms,
-                                  selection_stats=selection_stats, parsed_with_version=spec.version)
+                                  selection_stats=selection_stats, parsed_with_version=version)
         if self._pool is None:
             apply()
         else:
@@ -204,9 +262,16 @@ class BatchHandler:
                 self._pool.shutdown(wait=True)
 
 
-def committed_offset(checkpoint_dir: str | Path) -> dict[str, Any] | None:
+def query_checkpoint(checkpoint_dir: str | Path, source: dict[str, Any]) -> Path:
+    """The streaming query's checkpoint below an evaluator's checkpoint directory, one per kind of
+    source: switching a stream's pre-processor on or off starts the other source from its own offsets
+    (raw and derived file names are both seqs, but their files do not start at the same seqs)."""
+    return Path(checkpoint_dir) / ("query-derived" if source["kind"] == "derived" else "query")
+
+
+def committed_offset(checkpoint_dir: str | Path, source: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The source offset of the last batch Spark committed in a query checkpoint (None: none yet)."""
-    query = Path(checkpoint_dir) / "query"
+    query = query_checkpoint(checkpoint_dir, source or {"kind": "landing"})
     try:
         batches = sorted(int(p.name) for p in (query / "commits").iterdir() if p.name.isdigit())
     except FileNotFoundError:
@@ -224,10 +289,18 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     source because the source keeps what the evaluator has not applied.
     """
     plan, schema = evaluator.plan, evaluator.schema
-    offset = committed_offset(checkpoint_dir)
-    if plan is None or schema is None or offset is None:
+    if plan is None or schema is None:
         return 0
     source = plan.stream.source
+    offset = committed_offset(checkpoint_dir, source)
+    if offset is None:
+        return 0
+    if source["kind"] == "derived" and offset.get("file"):
+        lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
+        if lines:
+            rows, _ = DerivedReader(evaluator.client).rows(evaluator, lines, evaluator.plan_version)
+            evaluator.apply_batch(-1, rows)
+        return len(lines)
     if source["kind"] == "landing" and offset.get("file"):
         lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
     elif source["kind"] == "redis" and offset.get("id", "0-0") != "0-0":
@@ -235,6 +308,24 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
         lines = [line for _, line in entries if line_seq(line) > evaluator.applied_seq]
     else:
         return 0
+    if lines:
+        keywords = evaluator.keywords
+        evaluator.apply_batch(-1, [parse_stored_line(line, schema, keywords) for line in lines])
+    return len(lines)
+
+
+def catch_up_archived(evaluator: GroupEvaluator) -> int:
+    """Apply the archived ops of a raw landing source that the evaluator has not applied; returns how many.
+
+    They exist after the stream read the pre-processor's derived stream: the
+    pre-processor, not the evaluator, gated archiving the raw directory then,
+    and a query over the directory does not see them. An evaluator with no
+    applied seq yet starts where the directory does.
+    """
+    plan, schema = evaluator.plan, evaluator.schema
+    if plan is None or schema is None or plan.stream.source["kind"] != "landing" or evaluator.applied_seq < 0:
+        return 0
+    lines = archived_lines_after(plan.stream.source["path"], evaluator.applied_seq)
     if lines:
         keywords = evaluator.keywords
         evaluator.apply_batch(-1, [parse_stored_line(line, schema, keywords) for line in lines])
@@ -264,7 +355,7 @@ def start_query(
     frame = source_frame(spark, plan.stream.source, redis_url, max_rows, applied_key)
     writer = (
         frame.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", str(Path(checkpoint_dir) / "query"))
+        .option("checkpointLocation", str(query_checkpoint(checkpoint_dir, plan.stream.source)))
         .queryName(f"evaluator-{evaluator.evaluator_id}")
     )
     if available_now:

@@ -1,8 +1,9 @@
 """A Spark streaming source over a stream's landing directory of NDJSON files.
 
 Registered as format ``kwlanding`` (options ``path``, ``archive``, optional
-``maxRows`` and ``partitions``); it yields one string column ``value`` per
-stored line, like Spark's text source. It reads only what ingest writes
+``maxRows``, ``partitions``, ``appliedUrl`` with ``appliedKeys`` and
+``consumersKey``); it yields one string column ``value`` per stored line,
+like Spark's text source. It reads only what ingest writes
 (``streaming.sources.LandingWriter``): files named by their zero-padded first
 seq, renamed into place in seq order, so
 
@@ -15,10 +16,16 @@ seq, renamed into place in seq order, so
 * once Spark commits a batch its files move to ``archive`` (the stream's
   :func:`~streaming.sources.landing_archive`), so the directory listed every
   micro-batch only holds what is not yet committed. With ``appliedUrl`` and
-  ``appliedKey`` (an evaluator's state hash in Redis) a committed file moves
-  only once the evaluator has applied and persisted all its ops: an evaluator
+  ``appliedKeys`` (comma-separated state hashes in Redis: the evaluator's own
+  and those of every other consumer of the directory) a committed file moves
+  only once each of them has applied and persisted all its ops: an evaluator
   that applies a batch while Spark reads the next can then still recover a
-  batch Spark committed before it was applied.
+  batch Spark committed before it was applied, and several evaluators (or a
+  pre-processor alone) can read one directory. With ``consumersKey`` (a
+  Redis set of such state hashes, ``bus.Keys.landing_consumers``), the
+  consumers are those in the set at each commit when it is not empty: a
+  consumer added while the reader runs (a new evaluator, a pre-processor
+  switched on) holds files back from then on.
 
 A batch's files are split into up to ``partitions`` contiguous ranges of about
 equal size (no more than one per :data:`MIN_PARTITION_OPS` ops), read and
@@ -61,7 +68,7 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets ``{"file": "<name of the last file read>"}`` (``""``: nothing read yet)."""
 
     def __init__(self, directory: str, archive: str, max_rows: int | None, partitions: int,
-                 applied: tuple[str, str] | None = None):
+                 applied: tuple[str, list[str], str | None] | None = None):
         self.directory = Path(directory)
         self.archive = Path(archive)
         self.max_rows = max_rows
@@ -155,7 +162,8 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         """Move the committed files (and any left by a crash before an earlier commit) to the archive,
-        held back while the evaluator has not applied them (``applied``)."""
+        held back while a consumer has not applied them (``applied``; a consumer with no applied seq yet
+        holds back every file)."""
         end_name = end.get("file", "")
         if self.applied is not None:
             import redis
@@ -163,9 +171,11 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from streaming import bus
             from streaming.sources import applied_seq_of, landing_files_through
 
-            url, key = self.applied
+            url, keys, consumers = self.applied
             try:
-                applied = applied_seq_of(bus.connect(url), key)
+                client = bus.connect(url)
+                current = client.smembers(consumers) if consumers else set()
+                applied = min(applied_seq_of(client, key) for key in (current or keys))
             except redis.RedisError:  # Redis away: archive at a later commit, never lose a file
                 return
             done = landing_files_through(self.directory, applied, end_name)
@@ -175,7 +185,10 @@ class LandingOpsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         self.archive.mkdir(parents=True, exist_ok=True)
         for name in done:
-            os.replace(self.directory / name, self.archive / name)
+            try:
+                os.replace(self.directory / name, self.archive / name)
+            except FileNotFoundError:  # another consumer of the directory archived it first
+                continue
 
 
 class LandingOpsSource(DataSource):
@@ -191,6 +204,8 @@ class LandingOpsSource(DataSource):
     def streamReader(self, schema: StructType) -> LandingOpsReader:
         options = {k.lower(): v for k, v in self.options.items()}
         max_rows = options.get("maxrows")
-        applied = (options["appliedurl"], options["appliedkey"]) if "appliedkey" in options else None
+        keys = [k for k in options.get("appliedkeys", "").split(",") if k]
+        consumers = options.get("consumerskey")
+        applied = (options["appliedurl"], keys, consumers) if keys or consumers else None
         return LandingOpsReader(options["path"], options["archive"], int(max_rows) if max_rows else None,
                                 int(options.get("partitions", "2")), applied)

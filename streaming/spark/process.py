@@ -19,44 +19,86 @@ import socket
 import sys
 import threading
 import time
-from typing import Sequence
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Sequence
 
 from streaming import bus
 from streaming.evaluator import GroupEvaluator
 from streaming.events import EvaluatorStatus
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 
-__all__ = ["HEARTBEAT_SECONDS", "REDIS_PATIENCE_SECONDS", "EvaluatorProcess", "build_parser", "main"]
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["HEARTBEAT_SECONDS", "REDIS_PATIENCE_SECONDS", "SparkProcess", "EvaluatorProcess", "build_parser", "main"]
 
 HEARTBEAT_SECONDS = 2.0
 # How long the evaluator waits for a Redis that went away (a restart) before its batch fails.
 REDIS_PATIENCE_SECONDS = 60.0
 
 
-class EvaluatorProcess:
-    """Runs one evaluator; :meth:`run` returns the exit code."""
+class SparkProcess(ABC):
+    """One kwmonitor Spark application: plan wait, heartbeats, status events, clean SIGTERM.
+
+    Subclasses say which plan they wait for (:meth:`plan_id`), prepare
+    their state from it (:meth:`prepare`) and start their streaming query
+    (:meth:`start_query`); :meth:`run` returns the exit code.
+    """
+
+    app_name = "kwmonitor"
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.client = bus.connect(args.redis_url, retry_seconds=REDIS_PATIENCE_SECONDS)
-        self.evaluator = GroupEvaluator(self.client, args.evaluator, sharing=args.sharing, asc_sequence=args.asc_sequence,
-                                        asc_period=args.asc_period, asc_mu=args.asc_mu)
         self.stopping = threading.Event()
         self.status = "starting"
         self.detail = ""
+
+    # -------------------------------------------------------------- what a subclass says
+
+    def plan_id(self) -> int:
+        return self.args.evaluator
+
+    @abstractmethod
+    def stream_id(self) -> int | None:
+        """The stream, once the plan is loaded."""
+
+    @abstractmethod
+    def plan_version(self) -> int:
+        """The version of the plan the process runs (0: none yet)."""
+
+    def query_errors(self) -> dict[str, str]:
+        return {}
+
+    def prepare(self) -> None:
+        """Load the plan and any persisted state (before Spark starts)."""
+
+    def between_batches(self) -> None:
+        """Called by the heartbeat thread while running."""
+
+    def source_changed(self) -> bool:
+        """Whether the plan names another source than the running query reads (it is then restarted)."""
+        return False
+
+    @abstractmethod
+    def start_query(self, spark) -> StreamingQuery:
+        """Start the process's streaming query on ``spark``."""
+
+    def close(self) -> None:
+        """Finish work in flight after the query stopped."""
 
     # -------------------------------------------------------------- status
 
     def _status(self) -> EvaluatorStatus:
         return EvaluatorStatus(
             evaluator=self.args.evaluator,
-            stream=self.evaluator.stream_id or 0,
+            stream=self.stream_id() or 0,
             status=self.status,
             pid=os.getpid(),
             host=socket.gethostname(),
-            plan_version=self.evaluator.plan_version,
+            plan_version=self.plan_version(),
             detail=self.detail,
-            query_errors={str(query): error for query, error in self.evaluator.query_errors.items()},
+            query_errors=self.query_errors(),
             ts=time.time(),
         )
 
@@ -65,18 +107,15 @@ class EvaluatorProcess:
         self.status, self.detail = status, detail
         current = self._status()
         bus.write_heartbeat(self.client, current)
-        if self.evaluator.stream_id is not None:
-            bus.publish_stream_event(self.client, self.evaluator.stream_id, current)
+        if self.stream_id() is not None:
+            bus.publish_stream_event(self.client, current.stream, current)
 
     def _beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_SECONDS):
             try:
                 bus.write_heartbeat(self.client, self._status())
-                if self.status == "running" and self.evaluator.lock.acquire(blocking=False):
-                    try:
-                        self.evaluator.refresh_plan()
-                    finally:
-                        self.evaluator.lock.release()
+                if self.status == "running":
+                    self.between_batches()
             except Exception as exc:  # a Redis hiccup must not kill the heartbeat
                 print(f"heartbeat: {exc!r}", file=sys.stderr)
 
@@ -91,34 +130,20 @@ class EvaluatorProcess:
         self.set_status("starting")
         beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
         beat.start()
-        while bus.read_plan(self.client, self.args.evaluator) is None:
+        while bus.read_plan(self.client, self.plan_id()) is None:
             if self.stopping.wait(1.0):
                 self.set_status("stopped", "stopped before a plan was written")
                 return 0
-        self.evaluator.start()
+        self.prepare()
         self.set_status("starting", "plan loaded, starting Spark")
 
-        from streaming.spark.job import BatchHandler, recover_committed, spark_session, start_query, warm_up
+        from streaming.spark.job import spark_session
 
-        spark = spark_session(self.args.master, app_name=f"kwmonitor-evaluator-{self.args.evaluator}")
+        spark = spark_session(self.args.master, app_name=f"{self.app_name}-{self.args.evaluator}")
         query = None
-        handler = BatchHandler(self.evaluator, pipelined=not self.args.available_now)
         code = 0
         try:
-            recovered = recover_committed(self.evaluator, self.args.checkpoint_dir, self.args.redis_url)
-            if recovered:
-                print(f"applied {recovered} ops Spark had committed before the last stop", file=sys.stderr)
-            warm_up(spark, self.evaluator)
-            query = start_query(
-                spark,
-                self.evaluator,
-                self.args.redis_url,
-                self.args.checkpoint_dir,
-                trigger_seconds=self.args.trigger_seconds,
-                available_now=self.args.available_now,
-                max_rows=self.args.max_rows_per_batch or None,
-                handler=handler,
-            )
+            query = self.start_query(spark)
             self.set_status("running")
             while not self.stopping.is_set():
                 if query.awaitTermination(0.5):
@@ -126,9 +151,15 @@ class EvaluatorProcess:
                     if error is not None:
                         raise RuntimeError(str(error))
                     break
+                if self.source_changed():  # the stream's pre-processor was switched on or off
+                    self.set_status("starting", "the stream's source changed: restarting the streaming query")
+                    query.stop()
+                    self.close()
+                    query = self.start_query(spark)
+                    self.set_status("running")
             self.set_status("stopping")
             query.stop()
-            handler.close()
+            self.close()
         except Exception as exc:
             # After SIGTERM to the whole process group the JVM may be gone first: still a clean stop.
             if not self.stopping.is_set():
@@ -138,11 +169,79 @@ class EvaluatorProcess:
             self.stopping.set()
             if query is not None:
                 _quietly(query.stop)
-            _quietly(handler.close)
+            _quietly(self.close)
             _quietly(spark.stop)
         if code == 0:
             self.set_status("stopped")
         return code
+
+
+class EvaluatorProcess(SparkProcess):
+    """Runs one evaluator: rebuilds its engines from the persisted tuples, then its streaming query."""
+
+    app_name = "kwmonitor-evaluator"
+
+    def __init__(self, args: argparse.Namespace):
+        super().__init__(args)
+        self.evaluator = GroupEvaluator(self.client, args.evaluator, sharing=args.sharing, asc_sequence=args.asc_sequence,
+                                        asc_period=args.asc_period, asc_mu=args.asc_mu)
+        self.handler = None
+
+    def stream_id(self) -> int | None:
+        return self.evaluator.stream_id
+
+    def plan_version(self) -> int:
+        return self.evaluator.plan_version
+
+    def query_errors(self) -> dict[str, str]:
+        return {str(query): error for query, error in self.evaluator.query_errors.items()}
+
+    def prepare(self) -> None:
+        self.evaluator.start()
+
+    def between_batches(self) -> None:
+        if self.evaluator.lock.acquire(blocking=False):
+            try:
+                self.evaluator.refresh_plan()
+            finally:
+                self.evaluator.lock.release()
+
+    def source_changed(self) -> bool:
+        plan = self.evaluator.plan
+        if self.handler is None or plan is None:
+            return False
+        running, wanted = self.handler.source, plan.stream.source
+        return (running.get("kind"), running.get("path")) != (wanted.get("kind"), wanted.get("path"))
+
+    def start_query(self, spark) -> StreamingQuery:
+        from streaming.spark.job import BatchHandler, catch_up_archived, recover_committed, start_query, warm_up
+
+        first = self.handler is None
+        with self.evaluator.lock:
+            self.evaluator.refresh_plan()
+        self.handler = BatchHandler(self.evaluator, pipelined=not self.args.available_now)
+        recovered = recover_committed(self.evaluator, self.args.checkpoint_dir, self.args.redis_url)
+        if recovered:
+            print(f"applied {recovered} ops Spark had committed before the last stop", file=sys.stderr)
+        caught_up = catch_up_archived(self.evaluator)
+        if caught_up:
+            print(f"applied {caught_up} archived ops the pre-processor's stream had carried", file=sys.stderr)
+        if first:  # a restart on another source finds the executors warm
+            warm_up(spark, self.evaluator)
+        return start_query(
+            spark,
+            self.evaluator,
+            self.args.redis_url,
+            self.args.checkpoint_dir,
+            trigger_seconds=self.args.trigger_seconds,
+            available_now=self.args.available_now,
+            max_rows=self.args.max_rows_per_batch or None,
+            handler=self.handler,
+        )
+
+    def close(self) -> None:
+        if self.handler is not None:
+            self.handler.close()
 
 
 def _quietly(step) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from streaming import bus
 from streaming.events import result_key
 
-__all__ = ["published", "cli_events"]
+__all__ = ["published", "cli_events", "run_plan_events", "run_plan_query"]
 
 
 def published(client, query_id: int) -> tuple[dict[int, list], set[str]]:
@@ -56,3 +56,23 @@ def cli_events(schema_doc: dict, ops: list[str], keywords: str, tmax: int, windo
         live.symmetric_difference_update({key})
         per_seq[event["seq"]].append((event["type"], key))
     return {seq: sorted(v) for seq, v in per_seq.items()}, live
+
+
+def run_plan_events(plan: dict, ops: list[str], workdir: Path) -> Path:
+    """Run ``python -m streaming run-plan`` on ``ops`` with ``plan`` (schema, queries, aggregates);
+    returns its output folder (``query-<id>.ndjson``, ``aggregate-<id>.ndjson``)."""
+    (workdir / "plan.json").write_text(json.dumps(plan))
+    (workdir / "ops.ndjson").write_text("".join(line + "\n" for line in ops))
+    subprocess.run([sys.executable, "-m", "streaming", "run-plan", "--plan", str(workdir / "plan.json"), "--ops",
+                    str(workdir / "ops.ndjson"), "--out-dir", str(workdir / "out"), "--rejects", "/dev/null"],
+                   check=True)
+    return workdir / "out"
+
+
+def run_plan_query(out: Path, query_id: int) -> dict[int, list]:
+    """seq -> sorted (type, result key) of one query's ``run-plan`` file."""
+    per_seq: dict[int, list] = defaultdict(list)
+    for line in (out / f"query-{query_id}.ndjson").read_text().splitlines():
+        event = json.loads(line)
+        per_seq[event["seq"]].append((event["type"], result_key(event["tuples"], event["edges"])))
+    return {seq: sorted(v) for seq, v in per_seq.items()}

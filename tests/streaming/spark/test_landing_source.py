@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from streaming import sources
+from streaming import bus, sources
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsReader
 
 
@@ -69,6 +69,40 @@ def test_commit_archives_committed_files_and_leftovers_only(landing):
     assert [sources.split_seq(line)[0] for line in sources.read_landing(directory)] == list(range(6))
     reader.commit(reader.initialOffset())
     assert sorted(p.name for p in directory.iterdir()) == names[2:]
+
+
+@pytest.mark.redis
+def test_commit_follows_the_consumers_in_redis_as_they_are_at_each_commit(landing, redis_client, redis_url):
+    """A running reader started for one consumer: a consumer added meanwhile (a new evaluator, the
+    pre-processor) holds files back from the next commit on; one removed no longer does."""
+    directory, archive = landing
+    names = [land(directory, 0, 2), land(directory, 2, 2), land(directory, 4, 2)]
+    consumers = bus.Keys.landing_consumers(7, "raw")
+    first, added = bus.Keys.evaluator_state(1), bus.Keys.evaluator_state(2)
+    reader = LandingOpsReader(str(directory), str(archive), max_rows=None, partitions=2,
+                              applied=(redis_url, [first], consumers))
+    redis_client.hset(first, "seq", 3)
+    reader.commit({"file": names[2]})  # no set yet: the keys it was started with
+    assert sorted(p.name for p in archive.iterdir()) == names[:2]
+    bus.write_landing_consumers(redis_client, 7, "raw", [1, 2])
+    redis_client.hset(first, "seq", 5)
+    reader.commit({"file": names[2]})  # evaluator 2 has applied nothing yet
+    assert sorted(p.name for p in directory.iterdir()) == names[2:]
+    bus.write_landing_consumers(redis_client, 7, "raw", [2])
+    redis_client.hset(added, "seq", 5)
+    redis_client.hset(first, "seq", 1)  # no longer a consumer
+    reader.commit({"file": names[2]})
+    assert sorted(p.name for p in archive.iterdir()) == names
+
+
+def test_the_archived_ops_a_consumer_missed_are_the_newest_archived_ones_past_its_seq(landing):
+    directory, archive = landing
+    for first in (0, 3, 6):
+        land(archive, first, 3)
+    land(directory, 9, 2)
+    assert [sources.split_seq(line)[0] for line in sources.archived_lines_after(directory, 4)] == [5, 6, 7, 8]
+    assert [sources.split_seq(line)[0] for line in sources.archived_lines_after(directory, 5)] == [6, 7, 8]
+    assert sources.archived_lines_after(directory, 8) == []
 
 
 def test_an_offset_of_sparks_file_source_reads_every_file_left(landing):

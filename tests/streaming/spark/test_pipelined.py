@@ -85,7 +85,7 @@ def test_the_landing_source_archives_only_what_the_evaluator_applied(redis_clien
             "".join(sources.stamp(first + i, '{"op":"delete","relation":"Order","key":1,"ts":0}') + "\n"
                     for i in range(count)))
     key = bus.Keys.evaluator_state(42)
-    reader = LandingOpsReader(str(directory), str(tmp_path / "archive"), None, 1, (redis_url, key))
+    reader = LandingOpsReader(str(directory), str(tmp_path / "archive"), None, 1, (redis_url, [key], None))
     redis_client.hset(key, "seq", 3)
     reader.commit({"file": sources.landing_file_name(5)})
     assert sorted(os.listdir(tmp_path / "archive")) == [sources.landing_file_name(0)]  # file 3 holds seq 4
@@ -93,6 +93,26 @@ def test_the_landing_source_archives_only_what_the_evaluator_applied(redis_clien
     reader.commit({"file": sources.landing_file_name(3)})  # never past the committed offset
     assert sorted(os.listdir(directory)) == [sources.landing_file_name(5)]
     reader.commit({"file": sources.landing_file_name(5)})
+    assert os.listdir(directory) == []
+
+
+def test_a_landing_file_read_by_several_consumers_moves_once_each_applied_it(redis_client, redis_url, tmp_path):
+    directory = tmp_path / "landing"
+    directory.mkdir()
+    for first, count in ((0, 3), (3, 2)):
+        (directory / sources.landing_file_name(first)).write_text(
+            "".join(sources.stamp(first + i, '{"op":"delete","relation":"Order","key":1,"ts":0}') + "\n"
+                    for i in range(count)))
+    keys = [bus.Keys.evaluator_state(e) for e in (50, 51)]
+    reader = LandingOpsReader(str(directory), str(tmp_path / "archive"), None, 1, (redis_url, keys, None))
+    redis_client.hset(keys[0], "seq", 4)
+    reader.commit({"file": sources.landing_file_name(3)})
+    assert len(os.listdir(directory)) == 2  # the other consumer has applied nothing yet
+    redis_client.hset(keys[1], "seq", 2)
+    reader.commit({"file": sources.landing_file_name(3)})
+    assert os.listdir(directory) == [sources.landing_file_name(3)]
+    redis_client.hset(keys[1], "seq", 4)
+    reader.commit({"file": sources.landing_file_name(3)})
     assert os.listdir(directory) == []
 
 

@@ -8,8 +8,6 @@ seq by seq, and every subscription's published values equal its file.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
@@ -17,10 +15,10 @@ from django.urls import reverse
 
 from streaming import bus, sources
 from streaming.bench.shop import shop_ops
-from streaming.events import AggregateValue, result_key
+from streaming.events import AggregateValue
 from streaming.evaluator import GroupEvaluator
 
-from .changes import published
+from .changes import published, run_plan_events, run_plan_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow]
 
@@ -70,26 +68,19 @@ def test_a_shared_plan_through_spark_equals_run_plan(spark, client, admin_client
     lines = sources.read_landing(sources.landing_directory(settings.LANDING_DIR, stream.pk))
     accepted = [json.dumps(op) for _, op in sorted(sources.split_seq(line) for line in lines)]
     plan = build_plan(stream.evaluator, 0)
-    (tmp_path / "plan.json").write_text(json.dumps({"schema": plan["stream"]["schema"], "queries": plan["queries"],
-                                                    "aggregates": plan["aggregates"]}))
-    (tmp_path / "ops.ndjson").write_text("".join(line + "\n" for line in accepted))
-    subprocess.run([sys.executable, "-m", "streaming", "run-plan", "--plan", str(tmp_path / "plan.json"), "--ops",
-                    str(tmp_path / "ops.ndjson"), "--out-dir", str(tmp_path / "out"), "--rejects", "/dev/null"],
-                   check=True)
+    out = run_plan_events({"schema": plan["stream"]["schema"], "queries": plan["queries"],
+                           "aggregates": plan["aggregates"]}, accepted, tmp_path)
     for q in queries:
-        expected = defaultdict(list)
-        for line in (tmp_path / "out" / f"query-{q.pk}.ndjson").read_text().splitlines():
-            event = json.loads(line)
-            expected[event["seq"]].append((event["type"], result_key(event["tuples"], event["edges"])))
         got, live = published(redis_client, q.pk)
-        assert got == {seq: sorted(v) for seq, v in expected.items()}, q.name
+        expected = run_plan_query(out, q.pk)
+        assert got == expected, q.name
         assert expected, f"{q.name}: the workload should give results"
     values = defaultdict(list)
     for _, event in bus.read_stream_events(redis_client, stream.pk, count=20_000):
         if isinstance(event, AggregateValue):
             values[event.aggregate].append({"id": event.aggregate, "window_end": event.window_end, "value": event.value})
     for subscription in AggregateSubscription.objects.filter(stream=stream):
-        file = (tmp_path / "out" / f"aggregate-{subscription.pk}.ndjson").read_text().splitlines()
+        file = (out / f"aggregate-{subscription.pk}.ndjson").read_text().splitlines()
         assert values[subscription.pk] == [json.loads(line) for line in file] != [], subscription.name
     report = bus.read_sharing_report(redis_client, stream.pk)
     assert report is not None and report.totals["classes"] == 3 and report.totals["queries_sharing"] == 1
