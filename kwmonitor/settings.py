@@ -213,6 +213,15 @@ EVALUATOR_COMMAND = shlex.split(
         "--checkpoint-dir {checkpoint_dir} --master {master} --asc-period {asc_period}",
     )
 )
+# Command line of a stream's pre-processor (docs/scaling.md); same placeholders, with {plan_evaluator}
+# (the stream's primary evaluator, whose plan gives the needs) and {out} (the derived landing directory).
+PREPROCESSOR_COMMAND = shlex.split(
+    env.str(
+        "PREPROCESSOR_COMMAND",
+        default="{python} -m streaming.spark.preprocessor --evaluator {evaluator} --plan-evaluator {plan_evaluator} "
+        "--redis-url {redis_url} --checkpoint-dir {checkpoint_dir} --out {out} --master {master}",
+    )
+)
 # Seconds without a heartbeat after which a running evaluator is taken as dead (and restarted).
 EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
 # Seconds without a heartbeat after which the dashboards show an evaluator as unresponsive (it beats every 2 s).

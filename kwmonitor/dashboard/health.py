@@ -126,7 +126,7 @@ def health_report(user: Any, stream_ids: list[int] | None = None, query_ids: lis
     """The components, and the streams and queries ``user`` may see (optionally only the given ones)."""
     client = redis_client()
     now = time.time()
-    streams_qs = visible_streams(user).select_related("evaluator")
+    streams_qs = visible_streams(user).prefetch_related("evaluators")
     queries_qs = visible_queries(user)
     if stream_ids is not None:
         streams_qs = streams_qs.filter(pk__in=stream_ids)
@@ -135,7 +135,7 @@ def health_report(user: Any, stream_ids: list[int] | None = None, query_ids: lis
     streams = {}
     errors: dict[int, dict[str, str]] = {}
     for stream in streams_qs:
-        evaluator = getattr(stream, "evaluator", None)
+        evaluator = next((e for e in stream.evaluators.all() if e.role == "primary"), None)
         heartbeat = bus.read_heartbeat(client, evaluator.pk) if evaluator is not None else None
         streams[stream.pk] = stream_health(client, stream, evaluator, heartbeat, now)
         if heartbeat is not None and _fresh(heartbeat, now):

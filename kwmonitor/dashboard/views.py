@@ -32,6 +32,7 @@ from kwmonitor.queries.sharing import sharing_class_of
 from .access import (may_see_dead_letter_lines, visible_aggregates, visible_queries, visible_schemas, visible_streams,
                      visible_subscriptions)
 from .health import health_report
+from .processes import stream_processes
 from .schema_graph import draw_schema
 
 __all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status", "favicon"]
@@ -39,22 +40,32 @@ __all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status
 RATE_WINDOW_SECONDS = 300
 RATE_SCAN_LIMIT = 20_000
 METRICS_SCAN = 200
+# Events the stream page searches for the last batch metrics of each of the stream's processes.
+PROCESSES_SCAN = 400
 STREAM_PAGE_REPLAY = 5_000
 # How often the pages poll GET /status/ (milliseconds).
 STATUS_POLL_MS = 3_000
 
 
-def last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
-    """The id of the stream's last event and its last batch metrics (None if none among the last few)."""
-    entries = redis_client().xrevrange(bus.Keys.stream_events(stream_id), count=METRICS_SCAN)
+def batch_metrics(stream_id: int, scan: int = METRICS_SCAN) -> tuple[str, dict[int, BatchMetrics]]:
+    """The id of the stream's last event and the last batch metrics of each evaluator among the last ``scan``
+    events, newest first."""
+    entries = redis_client().xrevrange(bus.Keys.stream_events(stream_id), count=scan)
+    found: dict[int, BatchMetrics] = {}
     for _, fields in entries:
         try:
             event = parse_event(fields["data"])
         except ValueError:
             continue
-        if isinstance(event, BatchMetrics):
-            return entries[0][0], event
-    return (entries[0][0] if entries else "0-0"), None
+        if isinstance(event, BatchMetrics) and event.evaluator not in found:
+            found[event.evaluator] = event
+    return (entries[0][0] if entries else "0-0"), found
+
+
+def last_metrics(stream_id: int) -> tuple[str, BatchMetrics | None]:
+    """The id of the stream's last event and its last batch metrics (None if none among the last few)."""
+    last_id, found = batch_metrics(stream_id)
+    return last_id, next(iter(found.values()), None)
 
 
 def _aggregate_tiles(subscriptions: Any) -> list[dict[str, Any]]:
@@ -78,7 +89,7 @@ def _status_config(report: HealthReport) -> dict[str, Any]:
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     client = redis_client()
-    streams = list(visible_streams(request.user).select_related("evaluator").order_by("name"))
+    streams = list(visible_streams(request.user).prefetch_related("evaluators").order_by("name"))
     queries = list(visible_queries(request.user).order_by("name", "id"))
     subscriptions = list(visible_subscriptions(request.user).order_by("name", "id"))
     with client.pipeline(transaction=False) as pipe:
@@ -167,10 +178,12 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    stream = get_object_or_404(visible_streams(request.user).select_related("evaluator"), pk=pk)
-    evaluator = getattr(stream, "evaluator", None)
+    stream = get_object_or_404(visible_streams(request.user).prefetch_related("evaluators"), pk=pk)
+    evaluator = stream.evaluator
+    _, per_process = batch_metrics(stream.pk, PROCESSES_SCAN)
+    processes = stream_processes(redis_client(), stream, per_process)
     report = health_report(request.user, stream_ids=[stream.pk], query_ids=[])
-    _, metrics = last_metrics(stream.pk)
+    metrics = next(iter(per_process.values()), None)
     show_lines = may_see_dead_letter_lines(request.user)
     return render(
         request,
@@ -178,6 +191,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "stream": stream,
             "evaluator": evaluator,
+            "processes": processes if len(processes) > 1 else [],
             "health": report.streams[0],
             "metrics": metrics,
             "report": report,

@@ -68,14 +68,14 @@ class StreamAdmin(admin.ModelAdmin):
     list_display = ("name", "schema", "item_format", "source_kind", "evaluator_status", "created")
     list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
-    readonly_fields = ("ingest_token", "ingest_url", "source", "created")
+    readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "created")
     fields = ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file", "source_kind",
-              "ingest_token", "ingest_url", "source", "created")
+              "evaluator_processes", "preprocess", "placement", "ingest_token", "ingest_url", "source", "created")
     actions = ["regenerate_token", "narrow"]
 
     @admin.display(description="evaluator")
     def evaluator_status(self, obj: Stream) -> str:
-        evaluator = Evaluator.objects.filter(stream=obj).first()
+        evaluator = Evaluator.objects.filter(stream=obj, role="primary").first()
         return f"{evaluator.status} (wants {evaluator.desired})" if evaluator else "-"
 
     @admin.display(description="ingest endpoint")
@@ -104,7 +104,12 @@ class StreamAdmin(admin.ModelAdmin):
 
 
 def _enqueue(modeladmin, request, queryset, task, verb: str) -> None:
-    ids = list(queryset.values_list("pk", flat=True))
+    """Start or stop primaries; a secondary evaluator or pre-processor follows its stream's primary."""
+    ids = list(queryset.filter(role="primary").values_list("pk", flat=True))
+    followers = queryset.exclude(role="primary").count()
+    if followers:
+        modeladmin.message_user(request, f"{followers} secondary evaluator(s) or pre-processor(s) left alone: they "
+                                         "follow their stream's primary evaluator.", messages.WARNING)
     try:
         for evaluator_id in ids:
             task.delay(evaluator_id)
@@ -117,15 +122,15 @@ def _enqueue(modeladmin, request, queryset, task, verb: str) -> None:
 @admin.register(Evaluator)
 class EvaluatorAdmin(admin.ModelAdmin):
     list_display = (
-        "stream", "desired", "status", "pid", "host", "heartbeat_at", "plan_version", "running_plan_version",
+        "__str__", "role", "desired", "status", "pid", "host", "heartbeat_at", "plan_version", "running_plan_version",
         "restarts", "last_error",
     )
-    list_filter = ("status", "desired")
+    list_filter = ("status", "desired", "role")
     readonly_fields = [f.name for f in Evaluator._meta.fields]
     actions = ["start", "stop"]
 
     def has_add_permission(self, request) -> bool:
-        return False  # one per stream, created with it
+        return False  # created with the stream, as its configuration asks
 
     @admin.action(description="Start the selected evaluators")
     def start(self, request, queryset):

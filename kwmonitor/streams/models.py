@@ -1,8 +1,11 @@
 """Streams, their evaluators, and the history persisted from the Redis bus.
 
-One evaluator per stream serves every enabled query of the stream. The
-evaluator never touches the database: the web tier writes its plan to Redis
-and a Celery beat task copies the event streams into the history tables.
+A stream's primary evaluator serves its enabled queries; with
+``evaluator_processes`` > 1 secondary evaluators take some of its sharing
+classes (``streaming.placement``), and with ``preprocess`` a pre-processor
+derives the stream once for all of them (``docs/scaling.md``). Evaluators
+never touch the database: the web tier writes their plans to Redis and a
+Celery beat task copies the event streams into the history tables.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from pydantic import ValidationError as PydanticError
@@ -23,6 +27,7 @@ from streaming.xmlstream.dtd import DTDError, StreamDTD
 from streaming.xmlstream.mapping import ItemMapping, MappingError
 
 __all__ = [
+    "MAX_EVALUATOR_PROCESSES",
     "SOURCE_KINDS",
     "ITEM_FORMATS",
     "new_ingest_token",
@@ -38,6 +43,7 @@ __all__ = [
     "HistoryCursor",
 ]
 
+MAX_EVALUATOR_PROCESSES = 8
 SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"))
 ITEM_FORMATS = (("json", "NDJSON ops"), ("xml", "XML items (a DTD and a mapping to relations)"))
 
@@ -69,6 +75,17 @@ class Stream(models.Model):
         default=dict, blank=True, editable=False, help_text="The next generated key of each mapped relation.")
     narrow_requests = models.PositiveIntegerField(
         default=0, help_text="Bumped to narrow every sharing class of the stream now (manage.py narrow_stream).")
+    evaluator_processes = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_EVALUATOR_PROCESSES)],
+        help_text="Evaluator processes (Spark applications) the stream's sharing classes are placed on; more than "
+                  "one needs a landing-directory source.")
+    preprocess = models.BooleanField(
+        default=False, help_text="Run a pre-processor: one Spark application parses, classifies and filters the "
+                                 "stream once and the evaluators read its derived stream (JSON streams with a "
+                                 "landing-directory source). Changing it restarts the stream's evaluators.")
+    placement = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="Where each query runs (query id -> evaluator id) and the class move in progress.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -76,6 +93,15 @@ class Stream(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; an existing stream's ``placement`` is written only when named in ``update_fields``
+        (it belongs to ``kwmonitor.streams.plans``, which updates it under the evaluators' row locks:
+        an admin form or a stale instance must not write an old placement back)."""
+        if self.pk is not None and not kwargs.get("force_insert") and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [f.attname for f in self._meta.concrete_fields
+                                       if not f.primary_key and f.name != "placement"]
+        super().save(*args, **kwargs)
 
     @property
     def is_xml(self) -> bool:
@@ -96,8 +122,26 @@ class Stream(models.Model):
         mapping.check(self.stream_dtd())
         return mapping
 
+    @property
+    def evaluator(self) -> "Evaluator":
+        """The stream's primary evaluator (every stream has one)."""
+        for evaluator in self.evaluators.all():  # the prefetched rows, when the caller prefetched them
+            if evaluator.role == "primary":
+                return evaluator
+        raise Evaluator.DoesNotExist(f"stream {self.name!r} has no primary evaluator")
+
+    def derived_path(self) -> Path:
+        """The landing directory of the pre-processor's derived stream."""
+        return Path(settings.LANDING_DIR) / ".derived" / str(self.pk)
+
     def clean(self) -> None:
-        """An XML stream needs a DTD and a mapping whose relations are relations of the schema as they are."""
+        """Scale-out needs a landing directory (and JSON ops for the pre-processor); an XML stream needs a
+        DTD and a mapping whose relations are relations of the schema as they are."""
+        if self.source_kind != "landing" and (self.evaluator_processes > 1 or self.preprocess):
+            raise ValidationError({"source_kind": "Several evaluators and the pre-processor read a landing "
+                                                  "directory: choose that source."})
+        if self.is_xml and self.preprocess:
+            raise ValidationError({"preprocess": "The pre-processor derives JSON op streams, not XML items."})
         if not self.is_xml:
             return
         if not self.dtd.strip():
@@ -130,10 +174,33 @@ class Stream(models.Model):
         return Path(settings.LANDING_DIR) / str(self.pk)
 
     def source_spec(self) -> dict[str, Any]:
-        """Where the evaluator reads the stream's ops (the plan's ``source``)."""
+        """Where ingest lands the stream's ops (the raw source)."""
         if self.source_kind == "redis":
             return {"kind": "redis", "key": Keys.stream_ops(self.pk)}
         return {"kind": "landing", "path": str(self.landing_path().resolve())}
+
+    def evaluator_source(self, consumers: list[int], preprocessor: int | None) -> dict[str, Any]:
+        """What the evaluators read (the plan's ``source``): the raw source, or the derived stream with the
+        raw one under ``raw``; ``consumers`` are the evaluators whose applied seqs gate archiving, and the
+        raw source's consumer is the pre-processor when there is one. A landing directory's current
+        consumers are also in Redis (``consumers_key``, :meth:`landing_consumers`), which a running reader
+        follows."""
+        readers = self.landing_consumers(consumers, preprocessor)
+        if not readers:
+            return self.source_spec()
+        raw = dict(self.source_spec(), consumers=readers["raw"], consumers_key=Keys.landing_consumers(self.pk, "raw"))
+        if not readers["derived"]:
+            return raw
+        return {"kind": "derived", "path": str(self.derived_path().resolve()), "consumers": readers["derived"],
+                "consumers_key": Keys.landing_consumers(self.pk, "derived"), "raw": raw}
+
+    def landing_consumers(self, consumers: list[int], preprocessor: int | None) -> dict[str, list[int]]:
+        """The processes reading each of the stream's landing directories ("raw", "derived")."""
+        if self.source_kind != "landing":
+            return {}
+        if self.preprocess and preprocessor is not None:
+            return {"raw": [preprocessor], "derived": consumers}
+        return {"raw": consumers, "derived": []}
 
     def regenerate_token(self) -> str:
         self.ingest_token = new_ingest_token()
@@ -142,12 +209,21 @@ class Stream(models.Model):
 
 
 class Evaluator(models.Model):
+    """One process of a stream: its primary evaluator, a secondary one, or its pre-processor.
+
+    The operator starts and stops the primary; the others follow it while
+    the stream wants them (``evaluator_processes``, ``preprocess``).
+    """
+
     DESIRED = (("running", "running"), ("stopped", "stopped"))
     STATUSES = tuple(
         (s, s) for s in ("stopped", "starting", "running", "stopping", "failed", "restarting")
     )
+    ROLES = (("primary", "primary evaluator"), ("secondary", "secondary evaluator"), ("preprocessor", "pre-processor"))
 
-    stream = models.OneToOneField(Stream, on_delete=models.CASCADE, related_name="evaluator")
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="evaluators")
+    role = models.CharField(max_length=16, choices=ROLES, default="primary")
+    slot = models.PositiveSmallIntegerField(default=0, help_text="Secondary evaluators: 1, 2, ...")
     desired = models.CharField(max_length=16, choices=DESIRED, default="stopped")
     status = models.CharField(max_length=16, choices=STATUSES, default="stopped")
     pid = models.IntegerField(null=True, blank=True)
@@ -166,10 +242,22 @@ class Evaluator(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["stream__name"]
+        ordering = ["stream__name", "role", "slot"]
+        constraints = [models.UniqueConstraint(fields=["stream", "role", "slot"], name="streams_evaluator_one_per_slot")]
 
     def __str__(self) -> str:
+        if self.role == "preprocessor":
+            return f"pre-processor of {self.stream.name}"
+        if self.role == "secondary":
+            return f"evaluator {self.slot + 1} of {self.stream.name}"
         return f"evaluator of {self.stream.name}"
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the stream's configuration wants this process (a retired secondary or pre-processor does not)."""
+        if self.role == "preprocessor":
+            return self.stream.preprocess
+        return self.role == "primary" or self.slot < self.stream.evaluator_processes
 
     def checkpoint_dir(self) -> Path:
         return Path(settings.CHECKPOINT_DIR) / str(self.pk)

@@ -1,9 +1,12 @@
 """Evaluator plans: the JSON each evaluator re-reads at every batch boundary.
 
-A plan lists the stream (schema and source) and its enabled queries. It is
-rebuilt and written with a new version after every committed change to the
-stream, its schema or its queries; the version is bumped while the
-evaluator row is locked, so plans reach Redis in version order.
+A plan lists the stream (schema and source) and the enabled queries the
+evaluator runs. They are rebuilt and written with new versions after every
+committed change to the stream, its schema or its queries; versions are
+bumped while the stream's evaluator rows are locked, so plans reach Redis in
+version order. A stream with several evaluators has its queries placed by
+:mod:`streaming.placement` (the placement is kept on the stream, each move
+ended by :func:`advance_placement`, which the supervision round calls).
 """
 
 from __future__ import annotations
@@ -11,16 +14,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import F
 
 from streaming import bus
-from streaming.sharing.properties import EvaluatorPlan
+from streaming.placement import Move, Placement, evaluator_plans, handoff_complete, place, unit_costs, units_of
+from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan, QueryEntry
 
 from .connection import redis_client
 from .models import Evaluator, Stream
 
-__all__ = ["build_plan", "publish_plan", "publish_plan_on_commit", "request_narrowing"]
+__all__ = ["build_plan", "publish_plan", "publish_plan_on_commit", "request_narrowing", "advance_placement"]
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +62,90 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
     return plan.model_dump(mode="json", by_alias=True)
 
 
-def publish_plan(stream_id: int) -> int | None:
-    """Write a new plan version for the stream's evaluator; returns the version (None: no evaluator)."""
+def _evaluators(stream_id: int) -> list[Evaluator]:
+    """The stream's evaluator rows (not the pre-processor), locked, primary first."""
+    rows = list(Evaluator.objects.select_for_update().select_related("stream__schema")
+                .filter(stream_id=stream_id).exclude(role="preprocessor").order_by("slot"))
+    return sorted(rows, key=lambda e: (e.role != "primary", e.slot))
+
+
+def publish_plan(stream_id: int, placement: Placement | None = None) -> int | None:
+    """Write new plan versions for the stream's evaluators; returns the primary's version (None: none).
+
+    The queries are placed again (``streaming.placement.place``, costs from
+    the evaluators' sharing reports) unless ``placement`` is given.
+    """
     with transaction.atomic():
-        evaluator = Evaluator.objects.select_for_update().select_related("stream__schema").filter(stream_id=stream_id).first()
-        if evaluator is None:
+        rows = _evaluators(stream_id)
+        if not rows or rows[0].role != "primary":
             return None
-        evaluator.plan_version += 1
-        evaluator.save(update_fields=["plan_version"])
-        bus.write_plan(redis_client(), evaluator.pk, build_plan(evaluator, evaluator.plan_version))
-    return evaluator.plan_version
+        primary, stream = rows[0], rows[0].stream
+        wanted = [e for e in rows if e.wanted]
+        preprocessor = Evaluator.objects.filter(stream=stream, role="preprocessor").values_list("pk", flat=True).first()
+        full = build_plan(primary, 0)
+        full["stream"]["source"] = stream.evaluator_source([e.pk for e in wanted], preprocessor)
+        client = redis_client()
+        if placement is None:
+            placement = _place(stream, full, [e.pk for e in wanted], client)
+        stream.placement = placement.to_json()
+        Stream.objects.filter(pk=stream.pk).update(placement=stream.placement)
+        for evaluator in wanted:
+            evaluator.plan_version += 1
+            evaluator.save(update_fields=["plan_version"])
+        plans = evaluator_plans(full, [e.pk for e in wanted], placement, {e.pk: e.plan_version for e in wanted})
+        with client.pipeline(transaction=True) as pipe:
+            # the readers' consumers first: a running reader holds files back for a consumer it was not started with
+            for directory, ids in stream.landing_consumers([e.pk for e in wanted], preprocessor).items():
+                bus.write_landing_consumers(pipe, stream.pk, directory, ids)
+            for evaluator_id, plan in plans.items():
+                bus.write_plan(pipe, evaluator_id, plan)
+            pipe.execute()
+    return primary.plan_version
+
+
+def _place(stream: Stream, full: dict[str, Any], evaluator_ids: list[int], client) -> Placement:
+    """The stream's placement by the rule of ``streaming.placement``, from the measured costs."""
+    if len(evaluator_ids) == 1:
+        return Placement({q["id"]: evaluator_ids[0] for q in full["queries"]})
+    schema = Schema.from_dict(full["stream"]["schema"])
+    units = units_of([QueryEntry.model_validate(q) for q in full["queries"]], schema)
+    reports = [r.model_dump() for r in bus.read_sharing_reports(client, stream.pk)]
+    pinned = [a["source"]["query"] for a in full["aggregates"] if "query" in a["source"]]
+    return place(units, unit_costs(units, reports), evaluator_ids, Placement.from_json(stream.placement), pinned)
+
+
+def advance_placement(stream_id: int) -> str:
+    """One step of the stream's placement (the supervision round): end a move whose target has
+    joined and whose source has applied the join seq, or start one the rule asks for. Returns
+    what was done ("" = nothing)."""
+    stream = Stream.objects.filter(pk=stream_id).first()
+    if stream is None or stream.evaluator_processes < 2:  # a single evaluator's plan has no move (``_place``)
+        return ""
+    current = Placement.from_json(stream.placement)
+    client = redis_client()
+    move = current.move
+    if current.moving and move is not None:
+        target = client.hget(bus.Keys.evaluator_state(move.target), "joined")
+        joined = {int(q): s for q, s in orjson.loads(target).items()} if target else {}
+        source_applied = int(client.hget(bus.Keys.evaluator_state(move.source), "seq") or -1)
+        if not handoff_complete(move, joined, source_applied):
+            return ""
+        done = Placement(current.assignment | {q: move.target for q in move.queries},
+                         Move(move.queries, move.source, move.target, done=True))
+        publish_plan(stream_id, done)
+        log.info("stream %s: queries %s moved from evaluator %s to %s", stream_id, list(move.queries), move.source,
+                 move.target)
+        return f"moved queries {list(move.queries)} from evaluator {move.source} to {move.target}"
+    with transaction.atomic():
+        rows = [e for e in _evaluators(stream_id) if e.wanted]
+        full = build_plan(rows[0], 0)
+        proposed = _place(rows[0].stream, full, [e.pk for e in rows], client)
+    if proposed.to_json() == current.to_json():
+        return ""
+    publish_plan(stream_id, proposed)
+    if proposed.moving and proposed.move is not None:
+        return f"moving queries {list(proposed.move.queries)} from evaluator {proposed.move.source} to {proposed.move.target}"
+    return "placed"
 
 
 def _publish_quietly(stream_id: int) -> None:

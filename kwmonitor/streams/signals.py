@@ -1,5 +1,6 @@
-"""Signal handlers: a new stream gets its evaluator row; any change to what a
-stream's evaluator must compute publishes a new plan after commit; an edited
+"""Signal handlers: a stream has a row for each process it wants (its primary
+evaluator, its secondary ones, its pre-processor); any change to what a
+stream's evaluators must compute publishes new plans after commit; an edited
 query (or its predicates) is announced to its dashboard after commit."""
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from .sender import send_query_update
 def stream_saved(sender, instance: Stream, created: bool, **kwargs) -> None:
     if kwargs.get("raw"):
         return
-    if created:
-        Evaluator.objects.get_or_create(stream=instance)
+    Evaluator.objects.get_or_create(stream=instance, role="primary", slot=0)
+    for slot in range(1, instance.evaluator_processes):
+        Evaluator.objects.get_or_create(stream=instance, role="secondary", slot=slot)
+    if instance.preprocess:
+        Evaluator.objects.get_or_create(stream=instance, role="preprocessor", slot=0)
     publish_plan_on_commit(instance.pk)
 
 

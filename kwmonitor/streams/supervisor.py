@@ -1,7 +1,12 @@
 """Starting, stopping and supervising evaluator processes.
 
-An evaluator is a detached process (``settings.EVALUATOR_COMMAND``) that
-writes a heartbeat to Redis every few seconds. The database records what the
+An evaluator is a detached process (``settings.EVALUATOR_COMMAND``, a
+pre-processor ``settings.PREPROCESSOR_COMMAND``) that writes a heartbeat to
+Redis every few seconds. The operator starts and stops a stream's primary
+evaluator; its secondary evaluators and pre-processor follow it while the
+stream wants them, and a secondary evaluator's first start copies the
+primary's stored tuples and applied seq, so every evaluator of a stream
+holds the same store (``streaming.placement``). The database records what the
 operator wants (``desired``) and what was seen (``status``, ``pid``, ``host``,
 ``heartbeat_at``). :meth:`Supervisor.supervise`, run by Celery beat every few
 seconds, makes the two agree: it (re)starts an evaluator that should run and
@@ -33,8 +38,8 @@ from streaming import bus
 from streaming.events import EvaluatorStatus
 
 from .connection import redis_client
-from .models import Evaluator
-from .plans import publish_plan
+from .models import Evaluator, Stream
+from .plans import advance_placement, publish_plan
 from .sender import send_status
 
 __all__ = ["SupervisorSettings", "Supervisor", "process_alive", "process_start_ticks", "spawn_detached", "backoff_seconds"]
@@ -45,6 +50,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class SupervisorSettings:
     command: tuple[str, ...]
+    preprocessor_command: tuple[str, ...]
     heartbeat_timeout: float
     start_grace: float
     stable_after: float
@@ -57,6 +63,7 @@ class SupervisorSettings:
     def from_django(cls) -> "SupervisorSettings":
         return cls(
             command=tuple(settings.EVALUATOR_COMMAND),
+            preprocessor_command=tuple(settings.PREPROCESSOR_COMMAND),
             heartbeat_timeout=settings.EVALUATOR_HEARTBEAT_TIMEOUT,
             start_grace=settings.EVALUATOR_START_GRACE_SECONDS,
             stable_after=settings.EVALUATOR_STABLE_SECONDS,
@@ -192,11 +199,15 @@ class Supervisor:
             "checkpoint_dir": evaluator.checkpoint_dir(),
             "master": settings.SPARK_MASTER,
             "asc_period": settings.ASC_MONITOR_PERIOD,
+            "plan_evaluator": evaluator.stream.evaluator.pk,
+            "out": evaluator.stream.derived_path().resolve(),
         }
-        return [arg.format(**values) for arg in self.config.command]
+        template = self.config.preprocessor_command if evaluator.role == "preprocessor" else self.config.command
+        return [arg.format(**values) for arg in template]
 
     def log_path(self, evaluator: Evaluator) -> Path:
-        return self.config.log_dir / f"evaluator-{evaluator.pk}.log"
+        name = "preprocessor" if evaluator.role == "preprocessor" else "evaluator"
+        return self.config.log_dir / f"{name}-{evaluator.pk}.log"
 
     # operator actions
 
@@ -283,6 +294,14 @@ class Supervisor:
                 action = self.check(evaluator)
             if action:
                 actions.append((evaluator_id, action))
+        for stream_id in Stream.objects.filter(evaluator_processes__gt=1).values_list("pk", flat=True):
+            try:
+                action = advance_placement(stream_id)
+            except Exception:  # Redis away: the next round tries again
+                log.exception("placement of stream %s", stream_id)
+                continue
+            if action:
+                actions.append((0, f"stream {stream_id}: {action}"))
         return actions
 
     # one evaluator (called with its row locked)
@@ -290,6 +309,12 @@ class Supervisor:
     def check(self, evaluator: Evaluator) -> str:
         """Bring one evaluator toward its desired state; returns what was done ("" = nothing)."""
         now = timezone.now()
+        if evaluator.role != "primary":
+            follows = evaluator.stream.evaluator.desired if evaluator.wanted else "stopped"
+            if follows != evaluator.desired:
+                evaluator.desired = follows
+                evaluator.failures, evaluator.next_restart_at = 0, None
+                evaluator.save(update_fields=["desired", "failures", "next_restart_at"])
         if evaluator.desired == "stopped":
             if evaluator.pid and self._local(evaluator) and process_alive(evaluator.pid, evaluator.process_start):
                 self._terminate(evaluator, "stopped: desired state is stopped")
@@ -342,13 +367,39 @@ class Supervisor:
         return bool(evaluator.pid) and self._local(evaluator) and process_alive(evaluator.pid, evaluator.process_start)
 
     def _ensure_plan(self, evaluator: Evaluator) -> None:
-        """Rewrite the plan if Redis lost it or holds another version (Redis restarted, a failed write)."""
+        """Rewrite the plans if Redis lost this one or holds another version (Redis restarted, a failed
+        write); a pre-processor reads its primary's plan."""
+        if evaluator.role == "preprocessor":
+            evaluator = evaluator.stream.evaluator
         plan = bus.read_plan(redis_client(), evaluator.pk)
         if plan is None or plan.get("version") != evaluator.plan_version:
-            evaluator.plan_version = publish_plan(evaluator.stream_id) or evaluator.plan_version
+            publish_plan(evaluator.stream_id)
+            evaluator.refresh_from_db(fields=["plan_version"])
+
+    def seed(self, evaluator: Evaluator) -> None:
+        """A secondary evaluator's first start: copy the primary's stored tuples and applied seq (read in
+        one MULTI), so it holds the stream's store and reads on from where the primary got to."""
+        client = redis_client()
+        state_key = bus.Keys.evaluator_state(evaluator.pk)
+        if evaluator.role != "secondary" or client.hexists(state_key, "seq"):
+            return
+        primary = evaluator.stream.evaluator.pk
+        with client.pipeline(transaction=True) as pipe:
+            pipe.hgetall(bus.Keys.evaluator_tuples(primary))
+            pipe.hmget(bus.Keys.evaluator_state(primary), ["seq", "clock"])
+            tuples, (seq, clock) = pipe.execute()
+        if seq is None:
+            return
+        with client.pipeline(transaction=True) as pipe:
+            pipe.delete(bus.Keys.evaluator_tuples(evaluator.pk))
+            if tuples:
+                pipe.hset(bus.Keys.evaluator_tuples(evaluator.pk), mapping=tuples)
+            pipe.hset(state_key, mapping={"seq": seq, **({"clock": clock} if clock else {})})
+            pipe.execute()
 
     def _launch(self, evaluator: Evaluator, status: str) -> None:
         self._ensure_plan(evaluator)
+        self.seed(evaluator)
         command = self.command_for(evaluator)
         evaluator.checkpoint_dir().mkdir(parents=True, exist_ok=True)
         try:

@@ -66,7 +66,8 @@ def test_pages_show_liveness_from_heartbeats_and_follow_edits(user, staff_user, 
     query = KeywordQuery.objects.create(owner=user, name="dress in texas", schema=ecommerce_schema, stream=stream,
                                         keywords="dress texas", tmax=4)
     supervisor = Supervisor(SupervisorSettings(
-        command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=15.0, start_grace=30.0, stable_after=60.0,
+        command=tuple(HEARTBEAT_COMMAND), preprocessor_command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=15.0,
+        start_grace=30.0, stable_after=60.0,
         backoff=2.0, backoff_max=4.0, stop_timeout=5.0, log_dir=tmp_path / "log"))
     evaluator = supervisor.start(stream.evaluator.pk)
     worker, beat = celery("worker", redis_url, tmp_path), celery("beat", redis_url, tmp_path)

@@ -202,7 +202,7 @@ def test_the_stream_admin_saves_an_xml_stream_and_names_a_mapping_that_is_not_th
 
     url = reverse("admin:streams_stream_change", args=[photons_stream.pk])
     form = {"name": "photons", "schema": photons_stream.schema_id, "item_format": "xml", "dtd": PHOTONS_DTD,
-            "xml_mapping": json.dumps(PHOTONS_MAPPING), "source_kind": "landing"}
+            "xml_mapping": json.dumps(PHOTONS_MAPPING), "source_kind": "landing", "evaluator_processes": 1}
     assert staff_client.post(url, form).status_code == 302
     wrong = {"relations": [{"name": "Hit", "path": "", "key": "hid", "attributes": {"en": {"path": "en"}}}]}
     response = staff_client.post(url, {**form, "xml_mapping": json.dumps(wrong)})
@@ -217,7 +217,7 @@ def test_the_stream_admin_takes_the_dtd_and_the_mapping_as_files(staff_client, p
 
     url = reverse("admin:streams_stream_change", args=[photons_stream.pk])
     form = {"name": "photons", "schema": photons_stream.schema_id, "item_format": "xml", "dtd": "",
-            "xml_mapping": "null", "source_kind": "landing",
+            "xml_mapping": "null", "source_kind": "landing", "evaluator_processes": 1,
             "dtd_file": SimpleUploadedFile("photons.dtd", PHOTONS_DTD.encode()),
             "mapping_file": SimpleUploadedFile("mapping.json", json.dumps(PHOTONS_MAPPING).encode())}
     assert staff_client.post(url, form).status_code == 302

@@ -19,7 +19,11 @@ def test_plan_lists_the_enabled_queries_with_schema_and_source(shop, redis_clien
     assert plan["version"] == evaluator.plan_version and plan["evaluator"] == evaluator.pk
     assert plan["stream"]["id"] == shop.pk and plan["stream"]["name"] == "shop"
     assert plan["stream"]["schema"] == shop.schema.to_document()
-    assert plan["stream"]["source"] == {"kind": "landing", "path": str((settings.LANDING_DIR / str(shop.pk)).resolve())}
+    consumers = bus.Keys.landing_consumers(shop.pk, "raw")
+    assert plan["stream"]["source"] == {"kind": "landing", "path": str((settings.LANDING_DIR / str(shop.pk)).resolve()),
+                                        "consumers": [evaluator.pk], "consumers_key": consumers}
+    # a running reader follows the directory's consumers in Redis, written with the plans
+    assert redis_client.smembers(consumers) == {bus.Keys.evaluator_state(evaluator.pk)}
     query = KeywordQuery.objects.get(name="dress in texas")
     assert plan["queries"] == [{
         "id": query.pk, "keywords": ["dress", "texas"], "tmax": 4, "window_seconds": 1800.0,

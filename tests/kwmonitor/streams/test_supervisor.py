@@ -40,7 +40,8 @@ def wait_for(predicate, timeout: float = 10.0, step: float = 0.05):
 @pytest.fixture
 def supervisor(tmp_path: Path) -> Supervisor:
     return Supervisor(SupervisorSettings(
-        command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=1.0, start_grace=5.0, stable_after=60.0,
+        command=tuple(HEARTBEAT_COMMAND), preprocessor_command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=1.0,
+        start_grace=5.0, stable_after=60.0,
         backoff=0.5, backoff_max=4.0, stop_timeout=5.0, log_dir=tmp_path / "log",
     ))
 

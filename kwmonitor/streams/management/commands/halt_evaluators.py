@@ -19,8 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         halted = self.halt()
         for evaluator, pid, detail in halted:
-            self.stdout.write(f"stopped the evaluator of stream {evaluator.stream.name!r} (pid {pid}, its Spark JVM "
-                              f"with it; {detail})")
+            self.stdout.write(f"stopped the {evaluator} (pid {pid}, its Spark JVM with it; {detail})")
         if not halted:
             self.stdout.write("no evaluator was running on this host")
 

@@ -48,24 +48,37 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"stream {evaluator.stream.name!r} reset: {erased} Redis keys erased"))
 
     def reset(self, evaluator: Evaluator) -> int:
-        """Erase the stream's data; returns how many Redis keys were deleted."""
-        evaluator = Supervisor().stop(evaluator.pk)
+        """Erase the stream's data; returns how many Redis keys were deleted.
+
+        Every process of the stream stops first (its secondary evaluators and
+        pre-processor too), and the placement of its queries starts over.
+        """
+        supervisor = Supervisor()
+        evaluator = supervisor.stop(evaluator.pk)
         stream = evaluator.stream
+        processes = list(Evaluator.objects.filter(stream=stream).exclude(pk=evaluator.pk))
+        for process in processes:
+            supervisor.stop(process.pk)
+        processes.append(evaluator)
         query_ids = list(KeywordQuery.objects.filter(stream=stream).values_list("pk", flat=True))
         subscription_ids = list(WXQuerySubscription.objects.filter(stream=stream).values_list("pk", flat=True))
         keys = [
             Keys.stream_ops(stream.pk), Keys.stream_seq(stream.pk), Keys.stream_lock(stream.pk),
-            Keys.stream_events(stream.pk), Keys.evaluator_tuples(evaluator.pk), Keys.evaluator_state(evaluator.pk),
-            Keys.heartbeat(evaluator.pk), Keys.stream_ingested(stream.pk),
+            Keys.stream_events(stream.pk), Keys.stream_ingested(stream.pk),
             # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
             Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk), Keys.stream_vocabularies(stream.pk),
+            Keys.landing_consumers(stream.pk, "raw"), Keys.landing_consumers(stream.pk, "derived"),
         ]
-        keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid))]
+        keys += [key for p in processes for key in (Keys.evaluator_tuples(p.pk), Keys.evaluator_state(p.pk),
+                                                    Keys.heartbeat(p.pk))]
+        keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid), Keys.published_seq(qid))]
         keys += [Keys.subscription_results(sid) for sid in subscription_ids]
         erased = int(redis_client().delete(*keys))
-        landing = stream.landing_path()
-        for path in (landing, landing_archive(landing), evaluator.checkpoint_dir()):
+        landing, derived = stream.landing_path(), stream.derived_path()
+        for path in (landing, landing_archive(landing), derived, landing_archive(derived),
+                     *(p.checkpoint_dir() for p in processes)):
             shutil.rmtree(path, ignore_errors=True)
+        type(stream).objects.filter(pk=stream.pk).update(placement={})
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
             ResultEvent.objects.filter(query_id__in=query_ids).delete()

@@ -1,0 +1,79 @@
+"""The processes of a stream as its page shows them: each evaluator and the pre-processor, with the
+sharing classes placed on it, its rate and its lag behind ingest."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import redis
+
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.models import Stream
+from streaming import bus
+from streaming.events import BatchMetrics, EvaluatorStatus
+from streaming.placement import Placement, units_of
+from streaming.schema import Schema
+from streaming.sharing.properties import QueryEntry
+
+from .health import evaluator_liveness
+
+__all__ = ["stream_processes"]
+
+
+def _classes(stream: Stream, placement: Placement, primary: int) -> dict[int, list[dict[str, Any]]]:
+    """Per evaluator id, its placement units: label, query names, whether the unit is moving there or away."""
+    queries = list(KeywordQuery.objects.filter(stream=stream, enabled=True).order_by("id").prefetch_related("predicates"))
+    if not queries:
+        return {}
+    names = {q.pk: q.name for q in queries}
+    schema = Schema.from_dict(stream.schema.to_document())
+    units = units_of([QueryEntry.model_validate(q.plan_entry()) for q in queries], schema)
+    move = placement.move if placement.moving else None
+    out: dict[int, list[dict[str, Any]]] = {}
+    for unit in units:
+        home = placement.assignment.get(unit.queries[0], primary)
+        moving = move is not None and bool(set(move.queries) & set(unit.queries))
+        entry = {"label": unit.label, "queries": [names[q] for q in unit.queries],
+                 "moving": f"moving to evaluator {move.target}" if moving and move else ""}
+        out.setdefault(home, []).append(entry)
+        if moving and move is not None:
+            out.setdefault(move.target, []).append(dict(entry, moving=f"joining from evaluator {home}"))
+    return out
+
+
+def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, BatchMetrics]) -> list[dict[str, Any]]:
+    """One row per process the stream wants (primary, secondaries, pre-processor); ``metrics``: the last
+    batch metrics of each evaluator."""
+    rows = sorted((e for e in stream.evaluators.all() if e.wanted),
+                  key=lambda e: ({"primary": 0, "secondary": 1}.get(e.role, 2), e.slot))
+    if not rows:
+        return []
+    with client.pipeline(transaction=False) as pipe:
+        for e in rows:
+            pipe.get(bus.Keys.heartbeat(e.pk))
+            pipe.hmget(bus.Keys.evaluator_state(e.pk), "seq", "batch_ms", "rows_per_second")
+        pipe.get(bus.Keys.stream_seq(stream.pk))
+        replies = pipe.execute()
+    ingested = int(replies[-1]) - 1 if replies[-1] else -1
+    primary = next((e.pk for e in rows if e.role == "primary"), rows[0].pk)
+    classes = _classes(stream, Placement.from_json(stream.placement), primary)
+    now = time.time()
+    out = []
+    for i, e in enumerate(rows):
+        raw_beat, (applied, batch_ms, rows_per_second) = replies[2 * i], replies[2 * i + 1]
+        heartbeat = EvaluatorStatus.model_validate_json(raw_beat) if raw_beat else None
+        status, detail, _ = evaluator_liveness(e, heartbeat, now)
+        applied_seq = int(applied) if applied is not None else None
+        batch = metrics.get(e.pk)
+        if batch is not None:  # an evaluator: its last batch metrics event; the pre-processor: its state hash
+            batch_ms, rows_per_second = batch.duration_ms, batch.rows_per_second
+        out.append({
+            "id": e.pk, "name": str(e), "role": e.get_role_display(), "status": status, "detail": detail,
+            "pid": e.pid, "host": e.host, "applied_seq": applied_seq,
+            "lag": max(0, ingested - applied_seq) if applied_seq is not None else None,
+            "rows_per_second": float(rows_per_second) if rows_per_second is not None else None,
+            "batch_ms": float(batch_ms) if batch_ms is not None else None,
+            "classes": classes.get(e.pk, []) if e.role != "preprocessor" else [],
+        })
+    return out
