@@ -341,11 +341,7 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: in
             time.sleep(0.5)
         run = RateRun(rate, seconds)
         done = threading.Event()
-        connected = threading.Event()
-        listener = threading.Thread(target=lambda: asyncio.run(_listen(run, port, query_ids, token, done, connected)))
-        listener.start()
-        if not connected.wait(60):
-            raise RuntimeError("websocket clients did not get their snapshots")
+        listener = start_clients(run, port, query_ids, token, done)
         poller = threading.Thread(target=_poll_applied, args=(run, bus.connect(redis_url), evaluator_id, done))
         poller.start()
         watcher = threading.Thread(target=_watch_batches, args=(run, bus.connect(redis_url), stream.pk, done))
@@ -430,6 +426,46 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
+def start_clients(run: RateRun, port: int, query_ids: list[int], token: str, done: threading.Event) -> threading.Thread:
+    """One websocket client per query, in a thread that runs until ``done``; returns once each has its snapshot."""
+    connected = threading.Event()
+    listener = threading.Thread(target=lambda: asyncio.run(_listen(run, port, query_ids, token, done, connected)))
+    listener.start()
+    if not connected.wait(60):
+        raise RuntimeError("websocket clients did not get their snapshots")
+    return listener
+
+
+def prepare(workdir: Path, redis_db: int, ops: int) -> tuple[str, list[str]]:
+    """A fresh scratch directory, Django on it (migrated) and an empty Redis database; the demo
+    workload's ``ops`` lines (seed 7). Returns the Redis URL and the lines."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    redis_url = _configure(workdir, redis_db)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from streaming import bus
+
+    bus.connect(redis_url).flushdb()
+    call_command("migrate", verbosity=0)
+    subprocess.run([sys.executable, "-m", "streaming", "workload", "ecommerce", "--out-dir", str(workdir / "workload"),
+                    "--ops", str(ops), "--seed", "7"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return redis_url, (workdir / "workload" / "ops.ndjson").read_text().splitlines()
+
+
+def start_web(workdir: Path) -> tuple[int, subprocess.Popen, Any]:
+    """daphne serving the project on a free port (its log in ``workdir``), once it listens."""
+    port = _free_port()
+    web_log = open(workdir / "web.log", "w")
+    web = subprocess.Popen([str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port),
+                            "kwmonitor.asgi:application"], cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+    _wait_port(port, 60)
+    return port, web, web_log
+
+
 def main(argv: list[str] | None = None) -> int:
     from streaming.spark import DEFAULT_TRIGGER_SECONDS
 
@@ -447,22 +483,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(streaming.workloads.queries), one websocket client each")
     args = parser.parse_args(argv)
 
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    args.workdir.mkdir(parents=True)
-    redis_url = _configure(args.workdir, args.redis_db)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from streaming import bus
-
-    bus.connect(redis_url).flushdb()
-    call_command("migrate", verbosity=0)
-    ops_needed = int(max(args.rates) * args.seconds) + 1
-    subprocess.run([sys.executable, "-m", "streaming", "workload", "ecommerce", "--out-dir", str(args.workdir / "workload"),
-                    "--ops", str(ops_needed), "--seed", "7"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    lines = (args.workdir / "workload" / "ops.ndjson").read_text().splitlines()
+    redis_url, lines = prepare(args.workdir, args.redis_db, int(max(args.rates) * args.seconds) + 1)
     queries: list[dict[str, Any]] = []
     if args.random_queries:
         from streaming.workloads.queries import StreamProfile, random_queries
@@ -471,13 +492,9 @@ def main(argv: list[str] | None = None) -> int:
         profile = StreamProfile(schema_doc, (json.loads(line) for line in lines[:50_000]))
         queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0)
 
-    port = _free_port()
-    web_log = open(args.workdir / "web.log", "w")
-    web = subprocess.Popen([str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port),
-                            "kwmonitor.asgi:application"], cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+    port, web, web_log = start_web(args.workdir)
     results = []
     try:
-        _wait_port(port, 60)
         for rate in args.rates:
             result = run_rate(rate, args.seconds, lines, port, web.pid, redis_url, args.workdir, args.source,
                               args.trigger_seconds, args.drain_timeout, queries)

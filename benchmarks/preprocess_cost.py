@@ -48,7 +48,7 @@ def main() -> None:
         records = [pre.derive(line) for line in lines]
         derive = time.process_time() - started
         started = time.process_time()
-        rows = derived_ops(records, {1: needs.vocabulary})
+        rows = derived_ops(records, {1: needs.vocabulary}, schema)
         read = time.process_time() - started
         kept = sum(1 for r in rows if r.op is not None and r.op.kind in ("insert", "delete"))
         print(json.dumps({
