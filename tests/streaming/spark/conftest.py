@@ -64,9 +64,16 @@ def spark_sessions():
     sessions = SparkSessions()
     yield sessions
     sessions.close()
-    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit,
-    # after pytest closed the captured streams: keep that INFO line out of the run's end
+    # Close the gateway to the driver JVM now, while pytest still captures the output: left to the
+    # interpreter's exit, py4j's finalizer thread and __del__ methods would talk to a JVM already
+    # gone and log tracebacks to streams pytest has closed.
+    # Its threads report the closing at INFO: keep those lines out of the run's end too.
+    from pyspark import SparkContext
+
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if SparkContext._gateway is not None:
+        SparkContext._gateway.shutdown()
+        SparkContext._gateway = SparkContext._jvm = None
 
 
 @pytest.fixture
