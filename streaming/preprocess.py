@@ -26,10 +26,15 @@ key that was forwarded and not deleted is forwarded too, so the consumers'
 stores judge duplicate and missing keys as over the raw stream. The known
 differences from the raw stream: a key whose dropped tuple has left every
 window, or whose dropped insert was late, is still refused here until its
-delete. Needs only widen in place
-(:meth:`Preprocessor.widen`, a new version): a tuple dropped under the old
-version stays dropped, which is what the sharing issue's rule allows for a
-joining query (it gets the tuples stored from its join on).
+delete. Needs follow the plan in place (:meth:`Preprocessor.follow`, a new
+version from the next line on): they widen at once when a query joins and
+narrow at once when one leaves. A tuple dropped under an older version stays
+dropped, so a joining query gets the tuples stored from its join on (what the
+sharing issue's rule allows); a tuple forwarded under an older version is
+still deleted downstream. Narrowing at once is safe for every remaining
+query: the tuples it drops are ones no remaining query's selections admit,
+so a sharing class that stays wider until it is narrowed on demand only
+stops seeing tuples whose results no member keeps.
 """
 
 from __future__ import annotations
@@ -130,8 +135,8 @@ class Preprocessor:
         self.kept = {(r, k) for r, k in state["kept"]}
         self.dropped = {(r, k) for r, k in state["dropped"]}
 
-    def widen(self, needs: StreamNeeds) -> None:
-        """Apply new needs from the next line on (a new version; records carry it)."""
+    def follow(self, needs: StreamNeeds) -> None:
+        """Apply a new plan version's needs from the next line on (wider or narrower; records carry the version)."""
         if needs.version <= self.needs.version:
             raise ValueError(f"needs version {needs.version} does not follow {self.needs.version}")
         self.needs = needs

@@ -98,7 +98,7 @@ class PreprocessHandler:
         started = time.perf_counter()
         plan = self.plan()
         if plan.version != self.pre.needs.version:
-            self.pre.widen(StreamNeeds.of_plan(plan))
+            self.pre.follow(StreamNeeds.of_plan(plan))
             self._publish_vocabulary()
         lines = [line for line in frame.toArrow().column("value").to_pylist() if line and line.strip()]
         numbered = sorted((seq, line) for seq, line in ((_seq(line), line) for line in lines) if seq > self.last_seq)

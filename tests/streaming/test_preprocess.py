@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streaming import bus
@@ -9,6 +11,7 @@ from streaming.evaluator import GroupEvaluator
 from streaming.preprocess import Preprocessor, StreamNeeds, decode_record, derived_ops
 from streaming.schema import Schema
 from streaming.sharing.properties import EvaluatorPlan
+from streaming.sources import stamp
 
 from .test_evaluator import (EXPENSIVE, LINES, OPS, SCHEMA, TEXAN, aggregate, expensive, filter_reference, parsed, plan,
                              published, query, reference)
@@ -42,7 +45,7 @@ def run_derived(redis_client, plans, qids):
     records = []
     for i, (start, doc) in enumerate(plans):
         if i:
-            pre.widen(needs_of(doc))
+            pre.follow(needs_of(doc))
         vocabularies[pre.needs.version] = pre.needs.vocabulary
         end = plans[i + 1][0] if i + 1 < len(plans) else len(LINES)
         records += [pre.derive(line) for line in LINES[start:end]]
@@ -113,6 +116,39 @@ def test_a_joining_query_widens_at_once_and_no_record_is_misread(redis_client):
 
     _, expected_live = reference(OPS, keywords=("beach", "texas"), keep=keep)
     assert derived[6][1] == expected_live and expected_live
+
+
+def test_a_leaving_query_narrows_at_once_and_the_others_lose_nothing(redis_client):
+    """v1: "dress" over expensive Products and "beach texas" over every Product; v2 (at line 14):
+    "beach texas" has left, so cheap Products are dropped from then on, while the ones forwarded
+    before are still deleted downstream."""
+    price = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}
+    v1 = plan(1, query(5, keywords=("dress",), predicates=[price]), query(6, keywords=("beach", "texas")))
+    v2 = plan(2, query(5, keywords=("dress",), predicates=[price]))
+    plans = [(0, v1), (14, v2)]
+    raw = run_raw(redis_client, plans, (5,))
+    redis_client.flushdb()
+    derived, records = run_derived(redis_client, plans, (5,))
+    assert derived[5] == raw[5] and raw[5][0]
+    vocabularies = {1: ("beach", "dress", "texas"), 2: ("dress",)}
+    decoded = [decode_record(r, vocabularies, SHOP) for r in records]
+    cheap = [i for i, op in enumerate(OPS) if op["op"] == "insert" and op["relation"] == "Product"
+             and op["tuple"]["price"] < 40]
+    assert any(i < 14 for i in cheap) and any(i >= 14 for i in cheap)
+    assert all(decoded[i].kind == ("insert" if i < 14 else "tick") for i in cheap)
+    # a cheap Product forwarded under v1 is deleted downstream under v2; one dropped under v2 is a tick both ways
+    pre = Preprocessor(SHOP, needs_of(v1))
+    hat = {"pid": 2, "title": "Sun hat", "price": 15.0}
+    lines = [(0, {"op": "insert", "relation": "Product", "tuple": hat, "ts": 0}),
+             (1, {"op": "insert", "relation": "Product", "tuple": {**hat, "pid": 7}, "ts": 1}),
+             (2, {"op": "delete", "relation": "Product", "key": 2, "ts": 2}),
+             (3, {"op": "delete", "relation": "Product", "key": 7, "ts": 3})]
+    kinds = []
+    for seq, op in lines:
+        if seq == 1:
+            pre.follow(needs_of(v2))
+        kinds.append(decode_record(pre.derive(stamp(seq, json.dumps(op))), vocabularies, SHOP).kind)
+    assert kinds == ["insert", "tick", "delete", "tick"]
 
 
 
