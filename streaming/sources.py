@@ -56,7 +56,11 @@ __all__ = [
 ]
 
 LINE_FIELD = "line"
-_LOCK_TIMEOUT_S = 60
+#: How long a landing writer holds the stream's lock at most. A writer that lost Redis before releasing
+#: it (the key outlives a Redis restart that persists) holds the next writers no longer than this, and
+#: they wait a little longer, so such a lock never fails a write; writing the largest body
+#: (``INGEST_MAX_BYTES``, fsynced) takes well under it.
+LANDING_LOCK_SECONDS = 10.0
 
 
 class SourceError(ValueError):
@@ -164,21 +168,26 @@ def write_atomic(path: Path, data: bytes) -> None:
 class LandingWriter:
     """Writes batches of ops as atomic NDJSON files in a stream's landing directory."""
 
-    def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path):
+    def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path, lock_seconds: float | None = None):
         self.client = client
         self.stream_id = stream_id
         self.directory = Path(directory)
+        self.lock_seconds = lock_seconds or LANDING_LOCK_SECONDS
 
     def write(self, ops: Sequence[str]) -> list[int]:
-        """Store ``ops`` (compact JSON objects) in order; return their seqs."""
+        """Store ``ops`` (compact JSON objects) in order; return their seqs.
+
+        Raises ``redis.exceptions.LockError`` (nothing stored) when the
+        stream's lock stays held past its expiry, which only a writer still
+        alive can do.
+        """
         if not ops:
             return []
         self.directory.mkdir(parents=True, exist_ok=True)
-        lock = self.client.lock(
-            Keys.stream_lock(self.stream_id), timeout=_LOCK_TIMEOUT_S, blocking_timeout=_LOCK_TIMEOUT_S
-        )
+        wait = self.lock_seconds + 2.0
+        lock = self.client.lock(Keys.stream_lock(self.stream_id), timeout=self.lock_seconds, blocking_timeout=wait)
         if not lock.acquire():
-            raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {_LOCK_TIMEOUT_S} s")
+            raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {wait:g} s")
         try:
             first = allocate_seqs(self.client, self.stream_id, len(ops))
             text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))

@@ -4,8 +4,9 @@ The body is read up to ``settings.INGEST_MAX_BYTES`` (413 beyond); every line
 is validated on its own, good lines are stored with their seq, bad ones are
 reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
 was accepted or the body holds no line, 400 when every line was rejected, 503
-(with ``Retry-After``) when Redis, which assigns the seqs, does not answer:
-then no op was stored and the client sends the body again (docs/ops.md).
+(with ``Retry-After``) when Redis, which assigns the seqs, does not answer or
+the stream's landing lock stays held: then no op was stored and the client
+sends the body again (docs/ops.md).
 
 An XML stream takes ``Content-Type: application/xml`` (or ``text/xml``)
 bodies of items instead (:mod:`kwmonitor.ingest.xml`), with the same statuses
@@ -21,6 +22,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streaming.xmlstream.items import BodyRejected
@@ -80,5 +82,7 @@ def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
         return _error(400, str(exc))
     except (RedisConnectionError, RedisTimeoutError) as exc:
         return _error(503, f"the stream's bus (Redis) does not answer, nothing was stored: {exc}", **{"Retry-After": "2"})
+    except LockError as exc:
+        return _error(503, f"another writer holds the stream, nothing was stored: {exc}", **{"Retry-After": "2"})
     status = 400 if result.errors and not result.accepted else 200
     return JsonResponse(result.to_json(), status=status)

@@ -90,6 +90,16 @@ def test_concurrent_landing_writers_publish_files_in_seq_order(redis_client, red
 
 
 @pytest.mark.redis
+def test_a_lock_left_by_a_writer_that_lost_redis_delays_the_next_write_but_never_fails_it(redis_client, tmp_path):
+    """A writer whose release never reached Redis leaves the lock until it expires (across a Redis
+    restart that persists it): the next writer waits past that expiry and stores its ops."""
+    left = redis_client.lock(Keys.stream_lock(5), timeout=1.0)
+    assert left.acquire(blocking=False)
+    assert sources.LandingWriter(redis_client, 5, tmp_path / "5", lock_seconds=1.0).write(OPS[:2]) == [0, 1]
+    assert [sources.split_seq(line)[0] for line in sources.read_landing(tmp_path / "5")] == [0, 1]
+
+
+@pytest.mark.redis
 def test_landing_ignores_hidden_temporary_files(redis_client, tmp_path):
     (tmp_path / ".00000000000000000000.abc.tmp").write_text('{"seq":0,"op":"partial"')
     sources.LandingWriter(redis_client, 1, tmp_path).write(OPS[:1])

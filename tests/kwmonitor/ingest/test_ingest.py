@@ -115,6 +115,19 @@ def test_oversized_body_is_refused_whole(client, stream, landing, settings):
     assert stored(stream, landing) == []
 
 
+def test_a_stream_locked_by_a_live_writer_past_the_wait_is_a_503_and_stores_nothing(client, stream, landing,
+                                                                                     redis_client, monkeypatch):
+    monkeypatch.setattr(sources, "LANDING_LOCK_SECONDS", 0.2)
+    holder = redis_client.lock(Keys.stream_lock(stream.pk), timeout=30)
+    assert holder.acquire(blocking=False)
+    response = post(client, stream, ndjson(*GOOD))
+    assert response.status_code == 503 and response["Retry-After"] == "2"
+    assert "nothing was stored" in response.json()["error"]
+    assert stored(stream, landing) == []
+    holder.release()
+    assert post(client, stream, ndjson(*GOOD)).json()["first_seq"] == 0  # no seq was taken by the refused body
+
+
 @pytest.mark.parametrize("token", ["wrong", ""])
 def test_a_wrong_or_missing_token_is_a_401(client, stream, token):
     response = client.post(reverse("ingest:ingest", args=[stream.pk]), data=ndjson(GOOD[0]),
