@@ -178,8 +178,8 @@ class LandingWriter:
         """Store ``ops`` (compact JSON objects) in order; return their seqs.
 
         Raises ``redis.exceptions.LockError`` (nothing stored) when the
-        stream's lock stays held past its expiry, which only a writer still
-        alive can do.
+        stream's lock could not be taken within its expiry and 2 s more
+        (other writers kept taking it).
         """
         if not ops:
             return []

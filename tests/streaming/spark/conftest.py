@@ -66,8 +66,7 @@ def spark_sessions():
     sessions.close()
     # Close the gateway to the driver JVM now, while pytest still captures the output: left to the
     # interpreter's exit, py4j's finalizer thread and __del__ methods would talk to a JVM already
-    # gone and log tracebacks to streams pytest has closed.
-    # Its threads report the closing at INFO: keep those lines out of the run's end too.
+    # gone and log tracebacks to streams pytest has closed. (Its threads report the closing at INFO.)
     from pyspark import SparkContext
 
     logging.getLogger("py4j").setLevel(logging.WARNING)
