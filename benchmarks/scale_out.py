@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.pipeline import (RateRun, _cpu_times, _feed, _summarise, get_user, prepare,  # noqa: E402
                                  start_clients, start_web)
+from streaming.sources import landing_files  # noqa: E402
 
 STRATEGIES = ("shipping", "sharing", "preprocess", "placed")
 # Every application the same share of the cluster: one executor of one core (the workers offer more cores
@@ -77,14 +78,6 @@ def _poll_min_applied(run: RateRun, client, evaluator_ids: list[int], done: thre
         time.sleep(0.05)
 
 
-def _landing_files(directory: Path) -> list[Path]:
-    """A landing directory's files, archived ones included."""
-    from streaming.sources import is_landing_file, landing_archive
-
-    return [p for folder in (directory, landing_archive(directory)) if folder.is_dir()
-            for p in folder.iterdir() if is_landing_file(p.name)]
-
-
 def count_batches(client, stream, rows) -> dict[str, int]:
     """Micro-batches each process of the stream ran: an evaluator's batch metrics events, the pre-processor's
     derived files (one per batch)."""
@@ -95,7 +88,7 @@ def count_batches(client, stream, rows) -> dict[str, int]:
     out = {}
     for row in rows:
         if row.role == "preprocessor":
-            out[f"{row} (driver, JVM, Python workers)"] = len(_landing_files(stream.derived_path()))
+            out[f"{row} (driver, JVM, Python workers)"] = len(landing_files(stream.derived_path()))
         else:
             out[f"{row} (driver, JVM, Python workers)"] = sum(
                 1 for e in events if isinstance(e, BatchMetrics) and e.evaluator == row.pk)
@@ -146,7 +139,7 @@ def run_strategy(strategy: str, args: argparse.Namespace, lines: list[str], quer
     stream.preprocess = strategy in ("preprocess", "placed")
     stream.save()
     evaluators = [e.pk for e in sorted(Evaluator.objects.filter(stream=stream).exclude(role="preprocessor"),
-                                       key=lambda e: (e.role != "primary", e.slot))]
+                                       key=Evaluator.process_order)]
     if strategy == "placed":
         placement = place(units, {u.key: float(len(u.queries)) for u in units}, evaluators, Placement())
     else:
@@ -211,7 +204,7 @@ def run_strategy(strategy: str, args: argparse.Namespace, lines: list[str], quer
         summary = _summarise(run, client, query_ids, drained)
         cpu = {name: round(cpu_after.get(name, 0.0) - cpu_before.get(name, 0.0), 2) for name in roots}
         ops = summary["ops_sent"]
-        raw_bytes, derived_bytes = (sum(p.stat().st_size for p in _landing_files(path))
+        raw_bytes, derived_bytes = (sum(p.stat().st_size for p in landing_files(path))
                                     for path in (stream.landing_path(), stream.derived_path()))
         readers = {"shipping": len(query_ids), "sharing": len(groups)}.get(strategy, 0)
         derived_readers = count if stream.preprocess else 0

@@ -50,6 +50,7 @@ __all__ = [
     "landing_file_seq",
     "landing_archive",
     "prune_archive",
+    "landing_files",
     "read_landing",
     "read_redis_stream",
     "redis_stream_last_id",
@@ -243,12 +244,17 @@ def writer_for(
     raise ValueError(f"unknown source kind {source_kind!r}")
 
 
-def read_landing(directory: str | Path) -> Iterator[str]:
-    """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
+def landing_files(directory: str | Path) -> list[Path]:
+    """The files of a landing directory, archived or not, in name (= seq) order."""
     directory = Path(directory)
     files = [p for folder in (directory, landing_archive(directory)) if folder.is_dir()
              for p in folder.iterdir() if is_landing_file(p.name)]
-    for path in sorted(files, key=lambda p: p.name):
+    return sorted(files, key=lambda p: p.name)
+
+
+def read_landing(directory: str | Path) -> Iterator[str]:
+    """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
+    for path in landing_files(directory):
         with path.open(encoding="utf-8") as lines:
             for line in lines:
                 if line.strip():
