@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import redis
 
 from kwmonitor.queries.models import KeywordQuery
-from kwmonitor.streams.models import Stream
+from kwmonitor.streams.models import Evaluator, Stream
 from streaming import bus
 from streaming.events import BatchMetrics, EvaluatorStatus
 from streaming.placement import Placement, units_of
@@ -45,8 +45,7 @@ def _classes(stream: Stream, placement: Placement, primary: int) -> dict[int, li
 def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, BatchMetrics]) -> list[dict[str, Any]]:
     """One row per process the stream wants (primary, secondaries, pre-processor); ``metrics``: the last
     batch metrics of each evaluator."""
-    rows = sorted((e for e in stream.evaluators.all() if e.wanted),
-                  key=lambda e: ({"primary": 0, "secondary": 1}.get(e.role, 2), e.slot))
+    rows = sorted((e for e in stream.evaluators.all() if e.wanted), key=Evaluator.process_order)
     if not rows:
         return []
     with client.pipeline(transaction=False) as pipe:
@@ -56,8 +55,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
         pipe.get(bus.Keys.stream_seq(stream.pk))
         replies = pipe.execute()
     ingested = int(replies[-1]) - 1 if replies[-1] else -1
-    primary = next((e.pk for e in rows if e.role == "primary"), rows[0].pk)
-    classes = _classes(stream, Placement.from_json(stream.placement), primary)
+    classes = _classes(stream, Placement.from_json(stream.placement), stream.evaluator.pk)
     now = time.time()
     out = []
     for i, e in enumerate(rows):

@@ -252,6 +252,10 @@ class Evaluator(models.Model):
             return f"evaluator {self.slot + 1} of {self.stream.name}"
         return f"evaluator of {self.stream.name}"
 
+    def process_order(self) -> tuple[int, int]:
+        """Where the process comes among its stream's: the primary, the secondaries by slot, the pre-processor."""
+        return ({"primary": 0, "secondary": 1}.get(self.role, 2), self.slot)
+
     @property
     def wanted(self) -> bool:
         """Whether the stream's configuration wants this process (a retired secondary or pre-processor does not)."""

@@ -64,9 +64,8 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
 
 def _evaluators(stream_id: int) -> list[Evaluator]:
     """The stream's evaluator rows (not the pre-processor), locked, primary first."""
-    rows = list(Evaluator.objects.select_for_update().select_related("stream__schema")
-                .filter(stream_id=stream_id).exclude(role="preprocessor").order_by("slot"))
-    return sorted(rows, key=lambda e: (e.role != "primary", e.slot))
+    rows = Evaluator.objects.select_for_update().select_related("stream__schema").filter(stream_id=stream_id)
+    return sorted(rows.exclude(role="preprocessor").order_by("pk"), key=Evaluator.process_order)
 
 
 def publish_plan(stream_id: int, placement: Placement | None = None) -> int | None:
