@@ -295,23 +295,14 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     offset = committed_offset(checkpoint_dir, source)
     if offset is None:
         return 0
-    if source["kind"] == "derived" and offset.get("file"):
-        lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
-        if lines:
-            rows, _ = DerivedReader(evaluator.client).rows(evaluator, lines, evaluator.plan_version)
-            evaluator.apply_batch(-1, rows)
-        return len(lines)
-    if source["kind"] == "landing" and offset.get("file"):
+    if source["kind"] in ("landing", "derived") and offset.get("file"):
         lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
     elif source["kind"] == "redis" and offset.get("id", "0-0") != "0-0":
         entries = read_redis_stream(bus.connect(redis_url), source["key"], "0-0", offset["id"], count=10_000_000)
         lines = [line for _, line in entries if line_seq(line) > evaluator.applied_seq]
     else:
         return 0
-    if lines:
-        keywords = evaluator.keywords
-        evaluator.apply_batch(-1, [parse_stored_line(line, schema, keywords) for line in lines])
-    return len(lines)
+    return _apply_outside_the_query(evaluator, source, lines)
 
 
 def catch_up_archived(evaluator: GroupEvaluator) -> int:
@@ -325,10 +316,20 @@ def catch_up_archived(evaluator: GroupEvaluator) -> int:
     plan, schema = evaluator.plan, evaluator.schema
     if plan is None or schema is None or plan.stream.source["kind"] != "landing" or evaluator.applied_seq < 0:
         return 0
-    lines = archived_lines_after(plan.stream.source["path"], evaluator.applied_seq)
+    source = plan.stream.source
+    return _apply_outside_the_query(evaluator, source, archived_lines_after(source["path"], evaluator.applied_seq))
+
+
+def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], lines: list[str]) -> int:
+    """Apply lines of ``source`` read outside the streaming query (derived records or raw stored lines)
+    as one batch; returns how many."""
     if lines:
-        keywords = evaluator.keywords
-        evaluator.apply_batch(-1, [parse_stored_line(line, schema, keywords) for line in lines])
+        if source["kind"] == "derived":
+            rows, _ = DerivedReader(evaluator.client).rows(evaluator, lines, evaluator.plan_version)
+        else:
+            assert evaluator.schema is not None
+            rows = [parse_stored_line(line, evaluator.schema, evaluator.keywords) for line in lines]
+        evaluator.apply_batch(-1, rows)
     return len(lines)
 
 
