@@ -201,8 +201,7 @@ def _rebalance(units: Sequence[Unit], costs: Mapping[UnitKey, float], load: dict
 def handoff_complete(move: Move, joined: Mapping[int, int], source_applied: int) -> bool:
     """Whether the source may drop the moving queries: the target joined each of them (``joined``:
     query -> the seq it joined at, from the target's state) and the source has applied that seq."""
-    seqs = [joined.get(q) for q in move.queries]
-    return all(s is not None for s in seqs) and source_applied >= max(s for s in seqs if s is not None)
+    return all(q in joined for q in move.queries) and source_applied >= max(joined[q] for q in move.queries)
 
 
 def evaluator_plans(full: Mapping[str, Any], evaluators: Sequence[int], placement: Placement,

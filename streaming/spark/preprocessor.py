@@ -123,9 +123,8 @@ class PreprocessHandler:
         now = time.time()
         dead = []
         for (seq, line), record in zip(numbered, records):
-            obj = orjson.loads(record) if seq > published and b'"x":' in record else {}
-            if "x" in obj:
-                reason = obj["x"]
+            reason = orjson.loads(record).get("x") if seq > published and b'"x":' in record else None
+            if reason is not None:
                 dead.append(DeadLetter(stream=self.stream_id, seq=seq if seq >= 0 else None,
                                        line=line[:DEAD_LETTER_LINE_CHARS], reason=reason, ts=now))
         with self.client.pipeline(transaction=True) as pipe:
