@@ -11,11 +11,14 @@ three evaluators:
   the window with CNEvalStatic, then CNEvalDynamic continues op by op;
 * ``mesh`` — the left-deep operator mesh of Markowetz et al. (the baseline).
 
-Stream rules are those of docs/ops.md: before an op at time ``t``
-every tuple inserted at ``s`` with ``s + W <= t`` expires, oldest first; a late
-op, the insert of a live key and the delete of a missing key are rejected
-with :class:`~streaming.ops.OpRejected` and change nothing (not even the
-expiries the op would have triggered).
+Stream rules are those of docs/ops.md ("The stream clock"): an op of a
+known relation that is neither late nor refused by the stream's
+:class:`~streaming.clock.ClockGuard` moves the clock to its ``ts`` first, and
+every tuple inserted at ``s`` with ``s + W <= t`` expires, oldest first, with
+its results reported at that op whatever its verdict; then the insert of a
+live key or the delete of a missing key is rejected with
+:class:`~streaming.ops.OpRejected` (which carries those expiries) and changes
+nothing more. A late or refused op changes nothing at all.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .evaluate.mesh import MeshEvaluator
 from .evaluate.plan import LatticePlan
 from .evaluate.results import Change, Result
 from .evaluate.static import evaluate_static
+from .clock import ClockGuard
 from .keywords import KeywordSet, tokens
 from .ops import Op, OpRejected
 from .schema import Schema
@@ -35,6 +39,7 @@ from .window import LiveStore, SlidingWindow
 __all__ = ["ENGINES", "Result", "Change", "StreamEngine", "KeywordEngine"]
 
 ENGINES = ("dynamic", "static-dynamic", "mesh")
+_KINDS = ("insert", "delete")
 
 
 class StreamEngine:
@@ -50,52 +55,72 @@ class StreamEngine:
     # Bulk start: load() only stores the tuples, then calls this on the evaluator.
     _bulk_evaluate: Callable[[Any], Any] | None = None
 
-    def __init__(self, schema: Schema, window_seconds: float | None = None):
+    def __init__(self, schema: Schema, window_seconds: float | None = None, guard: ClockGuard | None = None):
         self.schema = schema
         self.store = LiveStore(schema)
         self.window = SlidingWindow(window_seconds)
         self.last_ts: float | None = None
         self.applied = 0
         self.rejected = 0
+        self.set_guard(guard or ClockGuard())
+
+    def set_guard(self, guard: ClockGuard) -> None:
+        """The stream's guard against absurd timestamps (judged before an op moves the clock)."""
+        self.guard = guard
+        self._ts_min, self._ts_max = guard.ts_min, guard.ts_max
+        self._max_jump = float("inf") if guard.max_jump is None else guard.max_jump
 
     # -- the op path --------------------------------------------------------------
 
-    def check(self, op: Op) -> None:
-        """Raise :class:`OpRejected` if ``op`` may not be applied now (changes nothing)."""
+    def time_reason(self, op: Op) -> str | None:
+        """Why ``op`` may not move the stream clock (unknown relation, not an insert or delete, late, or
+        refused by the guard), or None."""
         if op.relation not in self.schema.relations:
-            raise OpRejected(f"unknown relation {op.relation!r}")
+            return f"unknown relation {op.relation!r}"
+        if op.kind not in _KINDS:
+            return f"op must be 'insert' or 'delete', got {op.kind!r}"
         if self.last_ts is not None and op.ts < self.last_ts:
-            raise OpRejected(f"late op: ts {op.ts:g} is before the last accepted ts {self.last_ts:g}")
-        row = self.store.rows[op.relation].get(op.key)
-        alive = row is not None and not self.window.expires_by(row, op.ts)
-        if op.kind == "insert":
-            if alive:
-                raise OpRejected(f"insert of {op.relation} {op.key!r}: the key is already live")
-        elif op.kind == "delete":
-            if not alive:
-                raise OpRejected(f"delete of {op.relation} {op.key!r}: no live tuple with this key")
-        else:
-            raise OpRejected(f"op must be 'insert' or 'delete', got {op.kind!r}")
+            return f"late op: ts {op.ts:g} is before the stream clock {self.last_ts:g}"
+        return self.guard.refuse(op.ts, self.last_ts)
 
-    def _judge(self, op: Op) -> bool:
-        """The stream rules, fast: True for an insert and False for a delete the stream accepts; any
-        other op raises :class:`OpRejected` (with :meth:`check`'s reason) and changes nothing."""
-        rows = self.store.rows.get(op.relation)
-        row = None if rows is None else rows.get(op.key)
-        insert = op.kind == "insert"
-        if (rows is None or (self.last_ts is not None and op.ts < self.last_ts)
-                or (not insert and op.kind != "delete")
-                or insert == (row is not None and not self.window.expires_by(row, op.ts))):
+    def check(self, op: Op) -> None:
+        """Raise :class:`OpRejected` if ``op`` would be rejected now (changes nothing)."""
+        reason = self.time_reason(op)
+        if reason is None:
+            row = self.store.rows[op.relation].get(op.key)
+            if (op.kind == "insert") == (row is not None and not self.window.expires_by(row, op.ts)):
+                reason = self._refused_by_key(op)
+        if reason is not None:
+            raise OpRejected(reason)
+
+    @staticmethod
+    def _refused_by_key(op: Op) -> str:
+        """The reason an op whose time moved the clock is rejected: an insert of a live key or a delete
+        of a missing one."""
+        if op.kind == "insert":
+            return f"insert of {op.relation} {op.key!r}: the key is already live"
+        return f"delete of {op.relation} {op.key!r}: no live tuple with this key"
+
+    def _move_clock(self, op: Op) -> None:
+        """Judge the op's time (raising :class:`OpRejected`, nothing changed) and move the clock to it;
+        the caller then expires what the new time pushes out of the window."""
+        ts, last = op.ts, self.last_ts
+        if (op.relation not in self.store.rows or op.kind not in _KINDS or not self._ts_min <= ts <= self._ts_max
+                or (last is not None and not 0 <= ts - last <= self._max_jump)):
             self.rejected += 1
-            self.check(op)
-            raise AssertionError(f"check() accepted an op apply() rejects: {op}")
-        return insert
+            raise OpRejected(self.time_reason(op) or f"op refused: {op}")
+        self.last_ts = ts
 
     def apply(self, op: Op) -> list[Change]:
-        """Expire what the op's time pushes out of the window, then apply it; return the changes."""
+        """Move the clock to the op's time (expiring what it pushes out of the window), then apply the op;
+        return the changes. A rejected op raises :class:`OpRejected` carrying the expiries it caused."""
         relation, key, ts = op.relation, op.key, op.ts
-        insert = self._judge(op)
+        self._move_clock(op)
         changes = [Change("remove", r) for r in self._expire(ts)] if self.window.pending(ts) else []
+        insert = op.kind == "insert"
+        if insert == (key in self.store.rows[relation]):
+            self.rejected += 1
+            raise OpRejected(self._refused_by_key(op), changes)
         if insert:
             values = op.values
             row = self.store.add(relation, key, values, self._mask(relation, values), ts)
@@ -105,7 +130,6 @@ class StreamEngine:
                 changes.extend(Change("add", r) for r in added)
         else:
             changes.extend(Change("remove", r) for r in self._delete(relation, key))
-        self.last_ts = ts
         self.applied += 1
         return changes
 
@@ -113,15 +137,17 @@ class StreamEngine:
         """Let event time reach ``ts`` with no op: remove the results of tuples that leave the window.
 
         For an op of the stream this engine does not take (a tuple its
-        query's predicates reject), so results still end when the stream's
-        time passes their window. A time before the last accepted one is
+        query's predicates reject, or an op the stream rejected by its key
+        after it moved the clock), so results still end when the stream's
+        time passes their window. A late time, or one the guard refuses, is
         rejected with :class:`OpRejected` and changes nothing.
         """
-        if self.last_ts is not None and ts < self.last_ts:
-            raise OpRejected(f"late time: {ts:g} is before the last accepted ts {self.last_ts:g}")
-        changes = [Change("remove", r) for r in self._expire(ts)] if self.window.pending(ts) else []
+        reason = (f"late time: {ts:g} is before the stream clock {self.last_ts:g}"
+                  if self.last_ts is not None and ts < self.last_ts else self.guard.refuse(ts, self.last_ts))
+        if reason is not None:
+            raise OpRejected(reason)
         self.last_ts = ts
-        return changes
+        return [Change("remove", r) for r in self._expire(ts)] if self.window.pending(ts) else []
 
     def _expire(self, now: float) -> list[Result]:
         gone: list[Result] = []
@@ -155,29 +181,33 @@ class StreamEngine:
         try:
             for i, op in enumerate(ops):
                 try:
-                    self.check(op)
+                    if bulk is None:
+                        self.apply(op)
+                    else:
+                        self._store_only(op)
                 except OpRejected as exc:
-                    self.rejected += 1
                     if on_reject is None:
                         raise
                     on_reject(i, op, str(exc))
-                    continue
-                if bulk is None:
-                    self.apply(op)
-                    continue
-                for relation, key in self.window.due(op.ts, self.store):
-                    self.store.remove(relation, key)
-                if op.kind == "insert":
-                    mask = self._mask(op.relation, op.values)
-                    row = self.store.add(op.relation, op.key, op.values, mask, op.ts)
-                    self.window.push(op.relation, op.key, row)
-                else:
-                    self.store.remove(op.relation, op.key)
-                self.last_ts = op.ts
-                self.applied += 1
         finally:
             if bulk is not None:
                 bulk(self.evaluator)
+
+    def _store_only(self, op: Op) -> None:
+        """The op path of :meth:`apply` with no evaluation (a bulk load evaluates at the end)."""
+        self._move_clock(op)
+        for relation, key in self.window.due(op.ts, self.store):
+            self.store.remove(relation, key)
+        insert = op.kind == "insert"
+        if insert == (op.key in self.store.rows[op.relation]):
+            self.rejected += 1
+            raise OpRejected(self._refused_by_key(op))
+        if insert:
+            row = self.store.add(op.relation, op.key, op.values, self._mask(op.relation, op.values), op.ts)
+            self.window.push(op.relation, op.key, row)
+        else:
+            self.store.remove(op.relation, op.key)
+        self.applied += 1
 
     # -- inspection ---------------------------------------------------------------
 
@@ -207,13 +237,14 @@ class KeywordEngine(StreamEngine):
     """Live MTJNTs of one keyword query over one op stream."""
 
     def __init__(self, schema: Schema, keywords: str | Iterable[str], tmax: int,
-                 window_seconds: float | None = None, engine: str = "dynamic", lattice: Any = None):
+                 window_seconds: float | None = None, engine: str = "dynamic", lattice: Any = None,
+                 guard: ClockGuard | None = None):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         if tmax < 1:
             raise ValueError(f"tmax must be at least 1, got {tmax}")
         self.keywords = KeywordSet(keywords if isinstance(keywords, str) else list(keywords))
-        super().__init__(schema, window_seconds)
+        super().__init__(schema, window_seconds, guard)
         self.tmax = tmax
         self.engine = engine
         self._bulk_evaluate = evaluate_static if engine == "static-dynamic" else None

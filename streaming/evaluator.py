@@ -229,6 +229,7 @@ class GroupEvaluator:
             if fresh:
                 self._new_engine(schema)
             assert self.engine is not None
+            self.engine.set_guard(plan.stream.clock)
             self.plan = plan
             self.stream_id = plan.stream.id
             queries, self.query_errors = [], {}
@@ -429,13 +430,12 @@ class GroupEvaluator:
             for row in ordered:
                 if row.seq <= self.applied_seq:
                     continue
-                if row.op is None:
-                    if not row.reported:
-                        dead.append(row)
-                else:
+                if row.op is not None:  # a reject the pre-processor reported may still move the clock
                     reason = self._apply(row)
-                    if reason is not None:
+                    if reason is not None and not row.reported:
                         dead.append(ParsedOp(row.seq, row.line, row.op, reason))
+                elif not row.reported:
+                    dead.append(row)
                 self.applied_seq = row.seq
             t_persist = time.perf_counter()
             selection = self.engine.admission.selection

@@ -26,7 +26,16 @@ _FIELDS = {"insert": {"op", "relation", "tuple", "ts"}, "delete": {"op", "relati
 
 
 class OpRejected(ValueError):
-    """An op that must not be applied; the message is the reason."""
+    """An op that must not be applied; the message is the reason.
+
+    ``changes`` are what the op's time did before it was judged (the results
+    of tuples that left the window when it moved the stream clock,
+    docs/ops.md): a rejected op still reports them, at its seq.
+    """
+
+    def __init__(self, reason: str, changes: list[Any] | tuple[Any, ...] = ()):
+        super().__init__(reason)
+        self.changes = list(changes)
 
 
 @dataclass(frozen=True, slots=True)

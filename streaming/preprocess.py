@@ -14,10 +14,12 @@ the seq unchanged and the needs version that produced it:
 * ``{"seq", "v", "o": "d", "r", "k", "ts"}`` a delete whose insert was kept;
 * ``{"seq", "v", "ts"}`` a tick: an op no consumer can use, kept only as its
   event time so windows expire at the same seqs as over the raw stream;
-* ``{"seq", "v", "x"}`` a dead letter (parse reject, insert of a key whose
-  insert was dropped and not deleted), produced here once; late times,
-  duplicate and missing keys of forwarded ops are judged by the consumers'
-  engines, which see every op's time (ticks included).
+* ``{"seq", "v", "x"}`` a dead letter (a parse reject), and
+  ``{"seq", "v", "ts", "x"}`` one whose time still moves the stream clock
+  (an insert of a key whose insert was dropped and not deleted: a reject by
+  its key, docs/ops.md "The stream clock"), produced here once; late times,
+  the clock guard, duplicate and missing keys of forwarded ops are judged by
+  the consumers' engines, which see every op's time (ticks included).
 
 A delete reaches the consumers exactly when its insert did: the
 pre-processor remembers the keys of dropped inserts until their delete (that
@@ -155,7 +157,7 @@ class Preprocessor:
         ident = (op.relation, op.key)
         if op.kind == "insert":
             if ident in self.dropped:
-                return orjson.dumps({"seq": seq, "v": v,
+                return orjson.dumps({"seq": seq, "v": v, "ts": op.ts,
                                      "x": f"insert of {op.relation} {op.key!r}: the key is already live"})
             if ident not in self.kept and not self.needs.admits(op.relation, op.values):
                 self.dropped.add(ident)
@@ -180,7 +182,7 @@ def decode_record(data: str | bytes, vocabularies: Mapping[int, tuple[str, ...]]
     obj = orjson.loads(data)
     seq, v = obj["seq"], obj["v"]
     if "x" in obj:
-        return DerivedRecord(seq, v, "dead", reason=obj["x"])
+        return DerivedRecord(seq, v, "dead", ts=obj.get("ts"), reason=obj["x"])
     kind = obj.get("o")
     if kind is None:
         return DerivedRecord(seq, v, "tick", ts=obj["ts"])
@@ -201,7 +203,8 @@ def derived_ops(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[s
 
     A tick becomes an op of kind ``tick`` (the evaluator only advances event
     time with it); a dead letter keeps its record as its line and is marked
-    ``reported`` (the pre-processor published it; the evaluator only passes its seq).
+    ``reported`` (the pre-processor published it; the evaluator only passes
+    its seq, and advances event time with it when it has a time).
     """
     return derived_rows(lines, vocabularies, schema)[0]
 
@@ -215,7 +218,8 @@ def derived_rows(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[
         r = decode_record(text, vocabularies, schema)
         versions.add(r.version)
         if r.kind == "dead":  # the pre-processor published it
-            out.append(ParsedOp(r.seq, text, None, r.reason, reported=True))
+            tick = None if r.ts is None else Op("tick", "", None, None, r.ts)
+            out.append(ParsedOp(r.seq, text, tick, r.reason, reported=True))
         elif r.kind == "tick":
             out.append(ParsedOp(r.seq, text, Op("tick", "", None, None, r.ts)))
         else:

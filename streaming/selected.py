@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from .asc.predicates import Predicate, query_holds
+from .clock import ClockGuard
 from .engine import Change, KeywordEngine, Result, StreamEngine
 from .evaluate.filtering import FilterEngine
-from .ops import Op
+from .ops import Op, OpRejected
 from .schema import Schema
 
 __all__ = ["SelectedQuery", "verdict_store"]
@@ -37,9 +38,9 @@ class _Verdicts:
         return {}
 
 
-def verdict_store(schema: Schema, window_seconds: float | None) -> StreamEngine:
+def verdict_store(schema: Schema, window_seconds: float | None, guard: ClockGuard | None = None) -> StreamEngine:
     """A stream engine that keeps every tuple of its window only to judge ops by the stream rules."""
-    engine = StreamEngine(schema, window_seconds)
+    engine = StreamEngine(schema, window_seconds, guard)
     engine.evaluator = _Verdicts()
     return engine
 
@@ -57,22 +58,22 @@ class SelectedQuery:
     """
 
     def __init__(self, schema: Schema, keywords: Sequence[str], tmax: int, window_seconds: float | None,
-                 predicates: Iterable[Predicate] = (), engine: str = "dynamic"):
+                 predicates: Iterable[Predicate] = (), engine: str = "dynamic", guard: ClockGuard | None = None):
         self.predicates: dict[str, list[Predicate]] = {}
         for p in predicates:
             assert p.relation is not None, "a query's predicates name their relation"
             self.predicates.setdefault(p.relation, []).append(p)
         self.engine: StreamEngine
         if keywords:
-            self.engine = KeywordEngine(schema, list(keywords), tmax, window_seconds, engine)
+            self.engine = KeywordEngine(schema, list(keywords), tmax, window_seconds, engine, guard=guard)
             self.relations: frozenset[str] | None = None
         else:
-            self.engine = FilterEngine(schema, self.predicates, window_seconds)
+            self.engine = FilterEngine(schema, self.predicates, window_seconds, guard)
             self.relations = frozenset(self.predicates)
         # without predicates every tuple takes part: the engine's own store judges the ops
         self.stream: StreamEngine | None = None
         if self.predicates:
-            self.stream = verdict_store(schema, window_seconds)
+            self.stream = verdict_store(schema, window_seconds, guard)
 
     def admits(self, relation: str, values: Mapping[str, Any]) -> bool:
         """Whether a tuple of ``relation`` takes part in the query."""
@@ -81,10 +82,17 @@ class SelectedQuery:
         return query_holds(self.predicates.get(relation, ()), values)
 
     def apply(self, op: Op) -> list[Change]:
-        """Judge the op by the stream rules (raising :class:`OpRejected`), then evaluate it if it takes part."""
+        """Judge the op by the stream rules, then evaluate it if it takes part; a rejected op raises
+        :class:`OpRejected` with the expiries its time caused (docs/ops.md, "The stream clock")."""
         if self.stream is None:
             return self.engine.apply(op)
-        self.stream.apply(op)
+        try:
+            self.stream.apply(op)
+        except OpRejected as exc:
+            clock = self.stream.last_ts
+            if clock is None or clock == self.engine.last_ts:  # late or refused: no clock moved
+                raise
+            raise OpRejected(str(exc), self.engine.advance(clock)) from None
         if op.kind == "insert":
             assert op.values is not None
             if self.admits(op.relation, op.values):
@@ -95,6 +103,11 @@ class SelectedQuery:
 
     def snapshot(self) -> list[Result]:
         return self.engine.snapshot()
+
+    @property
+    def clock(self) -> float | None:
+        """The stream clock as this query sees it (None before the first op that moved it)."""
+        return self.engine.last_ts
 
     def stored_tuples(self) -> int:
         """Tuples this query keeps: its engine's, plus the verdict store's when it has predicates."""

@@ -6,8 +6,12 @@ Writes one event per line (docs/cli.md)::
 
 ``seq`` is the 0-based index of the op (non-blank line) during whose
 processing the change happened. Rejected ops (malformed, unknown relation,
-bad type, late, duplicate insert, delete of a missing key) are reported as
-``line N: reason`` to stderr or ``--rejects FILE``; processing continues.
+bad type, late, refused by the clock guard, duplicate insert, delete of a
+missing key) are reported as ``line N: reason`` to stderr or ``--rejects
+FILE``; processing continues. A rejected op that moved the stream clock
+still reports the results its time ended (docs/ops.md, "The stream clock").
+``--ts-min``, ``--ts-max`` and ``--max-clock-jump`` set the guard against
+absurd timestamps (:class:`~streaming.clock.ClockGuard`).
 
 ``--predicate "Relation.attribute OP value"`` (repeatable; OP one of
 ``= != < <= > >= between``, the value JSON or a bare word, ``between [lo, hi]``)
@@ -34,6 +38,7 @@ from typing import IO, Iterator
 from typing import Any
 
 from ..asc.predicates import Predicate, PredicateError, parse_predicate
+from ..clock import MAX_CLOCK_JUMP, TS_MAX, TS_MIN, ClockGuard
 from ..engine import ENGINES, KeywordEngine
 from ..evaluate.results import Result
 from ..keywords import KeywordError, parse_keywords
@@ -58,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--predicate", action="append", default=[], metavar='"Rel.attr OP value"',
                         help="selection predicate on one relation (repeatable; a conjunction)")
     parser.add_argument("--ops", required=True, help="NDJSON op stream ('-' for stdin)")
+    parser.add_argument("--ts-min", type=float, default=TS_MIN, help=f"earliest ts the stream takes (default {TS_MIN:.0f})")
+    parser.add_argument("--ts-max", type=float, default=TS_MAX, help=f"latest ts the stream takes (default {TS_MAX:.0f})")
+    parser.add_argument("--max-clock-jump", type=float, default=MAX_CLOCK_JUMP, metavar="SECONDS",
+                        help=f"how far one op may move the clock (default {MAX_CLOCK_JUMP:.0f}; 0: no limit)")
     parser.add_argument("--out", default="-", help="events NDJSON file (default: stdout)")
     parser.add_argument("--rejects", default=None, help="file for rejected ops (default: stderr)")
 
@@ -96,13 +105,14 @@ def event_line(seq: int, kind: str, result: Result) -> str:
 def main(args: argparse.Namespace) -> int:
     engine: KeywordEngine | SelectedQuery
     try:
+        guard = ClockGuard(ts_min=args.ts_min, ts_max=args.ts_max, max_jump=args.max_clock_jump or None)
         schema = load_schema(args.schema)
         predicates = [parse_predicate_option(text, schema) for text in args.predicate]
         if predicates:
             keywords = parse_keywords(args.keywords) if args.keywords.split() else ()
-            engine = SelectedQuery(schema, keywords, args.tmax, args.window_seconds, predicates, args.engine)
+            engine = SelectedQuery(schema, keywords, args.tmax, args.window_seconds, predicates, args.engine, guard)
         else:
-            engine = KeywordEngine(schema, args.keywords, args.tmax, args.window_seconds, args.engine)
+            engine = KeywordEngine(schema, args.keywords, args.tmax, args.window_seconds, args.engine, guard=guard)
     except (SchemaError, KeywordError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -136,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
                 changes = engine.apply(parse_op(line, schema))
             except OpRejected as exc:
                 rejects.write(f"line {lineno}: {exc}\n")
-                continue
+                changes = exc.changes
             for change in changes:
                 out.write(event_line(seq, change.type, change.result) + "\n")
     finally:

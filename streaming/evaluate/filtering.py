@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..clock import ClockGuard
 from ..engine import StreamEngine
 from ..schema import Schema
 from ..window import LiveTuple
@@ -59,14 +60,15 @@ class FilterEngine(StreamEngine):
 
     engine = "filter"
 
-    def __init__(self, schema: Schema, relations: Iterable[str], window_seconds: float | None = None):
+    def __init__(self, schema: Schema, relations: Iterable[str], window_seconds: float | None = None,
+                 guard: ClockGuard | None = None):
         names = sorted(set(relations))
         if not names:
             raise ValueError("a query without keywords needs predicates on at least one relation")
         unknown = [name for name in names if name not in schema.relations]
         if unknown:
             raise ValueError(f"unknown relation {unknown[0]!r} in schema {schema.name!r}")
-        super().__init__(schema, window_seconds)
+        super().__init__(schema, window_seconds, guard)
         self.relations = tuple(names)
         self.evaluator = FilterEvaluator(names)
 

@@ -19,11 +19,12 @@ a delete or an expiry goes to the classes the tuple sits in; event-time work
 waits on one timer heap. A keyword-free tuple whose neighbours sit nowhere
 costs the store and a few lookups, however many queries and classes there are.
 
-Stream rules are those of :class:`~streaming.engine.StreamEngine`, judged
-against the store, so with queries of different windows an op gets one
-verdict, against the widest window: re-inserting a key that left a narrow
-window but not the widest is rejected for every query (the one deliberate
-difference from running each query alone; see ``docs/sharing.md``).
+Stream rules are those of :class:`~streaming.engine.StreamEngine` (the op
+moves the clock, then is judged against the store), so with queries of
+different windows an op gets one verdict, against the widest window:
+re-inserting a key that left a narrow window but not the widest is rejected
+for every query (the one deliberate difference from running each query
+alone; see ``docs/sharing.md``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import heapq
 import itertools
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..clock import ClockGuard
 from ..engine import StreamEngine
 from ..evaluate.results import Result
 from ..keywords import tokens
@@ -82,10 +84,10 @@ class SharedEngine(StreamEngine):
                  aggregate_sink: AggregateSink = _ignore, forget: Callable[[str, Any], None] = _ignore,
                  selection_kind: str = "hybrid",
                  selection_period: int = 10_000, selection_mu: float = 0.1,
-                 narrowing: NarrowingRule = NarrowingRule()):
+                 narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None):
         if mode not in SHARING_MODES:
             raise ValueError(f"sharing mode must be one of {', '.join(SHARING_MODES)}, got {mode!r}")
-        super().__init__(schema, None)
+        super().__init__(schema, None, guard)
         self.evaluator = self
         self.mode = mode
         self.sink = sink
@@ -347,19 +349,20 @@ class SharedEngine(StreamEngine):
         the stream's vocabulary the tuple contains, when the executors
         computed them with the current plan (else they are computed here).
 
-        Raises :class:`~streaming.ops.OpRejected` and changes nothing for an
-        op the stream rules reject.
+        The op moves the stream clock first (docs/ops.md, "The stream
+        clock"): what that time expires or closes goes to the sinks whatever
+        the op's verdict. A late op or one the guard refuses raises
+        :class:`~streaming.ops.OpRejected` and changes nothing; an insert of a
+        live key or a delete of a missing key raises it after the clock moved.
         """
         relation, key, ts = op.relation, op.key, op.ts
-        insert = self._judge(op)
-        self.clock.now = ts
-        if self.last_ts is None:
-            for cls in self.aggregate_classes:
-                self._arm(cls, cls.start(ts))
-        if self.window.pending(ts):
-            self._expire(ts)
-        if self._timers and self._timers[0][0] <= ts:
-            self._fire(ts)
+        first = self.last_ts is None
+        self._move_clock(op)
+        self._time_passes(ts, first)
+        insert = op.kind == "insert"
+        if insert == (key in self.store.rows[relation]):
+            self.rejected += 1
+            raise OpRejected(self._refused_by_key(op))
         if insert:
             values = op.values
             assert values is not None
@@ -378,21 +381,32 @@ class SharedEngine(StreamEngine):
                 self._arm(agg, agg.offer(ts, values))
         else:
             self._delete(relation, key)
-        self.last_ts = ts
         self.applied += 1
         return []
 
     def advance(self, ts: float) -> list:
-        """Let event time reach ``ts`` with no op (windows expire, timers fire)."""
-        if self.last_ts is not None and ts < self.last_ts:
-            raise OpRejected(f"late time: {ts:g} is before the last accepted ts {self.last_ts:g}")
+        """Let event time reach ``ts`` with no op (windows expire, timers fire); a late time, or one the
+        guard refuses, raises :class:`OpRejected` and changes nothing."""
+        reason = (f"late time: {ts:g} is before the stream clock {self.last_ts:g}"
+                  if self.last_ts is not None and ts < self.last_ts else self.guard.refuse(ts, self.last_ts))
+        if reason is not None:
+            raise OpRejected(reason)
+        first = self.last_ts is None
+        self.last_ts = ts
+        self._time_passes(ts, first)
+        return []
+
+    def _time_passes(self, ts: float, first: bool) -> None:
+        """The clock moved to ``ts``: aggregate windows start (``first``: the stream's first time),
+        tuples leave the window and the timers due fire."""
         self.clock.now = ts
+        if first:
+            for cls in self.aggregate_classes:
+                self._arm(cls, cls.start(ts))
         if self.window.pending(ts):
             self._expire(ts)
         if self._timers and self._timers[0][0] <= ts:
             self._fire(ts)
-        self.last_ts = ts
-        return []
 
     def _route_insert(self, relation: str, key: Any, row: Any) -> None:
         mask = row.mask

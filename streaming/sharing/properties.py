@@ -24,6 +24,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..asc.predicates import Predicate, PredicateError, parse_predicate
+from ..clock import ClockGuard
 from ..keywords import parse_keywords
 from ..schema import Schema
 from .intervals import IntervalSet
@@ -119,6 +120,7 @@ class SharingPlan(_Entry):
     schema_: dict[str, Any] = Field(alias="schema")
     queries: list[QueryEntry] = Field(default_factory=list)
     aggregates: list[AggregateEntry] = Field(default_factory=list)
+    clock: ClockGuard = Field(default_factory=ClockGuard)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -134,13 +136,15 @@ class SharingPlan(_Entry):
 
 
 class StreamEntry(_Entry):
-    """The stream an evaluator reads: its id, name, schema document and source; ``dtd`` for an XML stream."""
+    """The stream an evaluator reads: its id, name, schema document and source; ``dtd`` for an XML stream;
+    ``clock`` its guard against absurd timestamps."""
 
     id: int
     name: str
     schema_: dict[str, Any] = Field(alias="schema")
     source: dict[str, Any]
     dtd: str | None = None
+    clock: ClockGuard = Field(default_factory=ClockGuard)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..clock import ClockGuard
 from ..evaluate.results import Result
 from ..ops import Op, OpRejected, parse_op
 from ..schema import Schema
@@ -44,9 +45,9 @@ class _Alone:
     """``none``: every query and every aggregate subscription on its own."""
 
     def __init__(self, schema: Schema, queries: list[QueryProperties], aggregates: list[AggregateProperties],
-                 run: "PlanRun"):
+                 run: "PlanRun", guard: ClockGuard):
         self.run = run
-        self.queries = [(q.id, SelectedQuery(schema, sorted(q.keywords), q.tmax, q.window, q.predicates))
+        self.queries = [(q.id, SelectedQuery(schema, sorted(q.keywords), q.tmax, q.window, q.predicates, guard=guard))
                         for q in queries]
         windows = [q.window for q in queries]
         verdict_window = None if not windows or None in windows else max(w for w in windows if w is not None)
@@ -55,7 +56,7 @@ class _Alone:
             cls = AggregateClass(AggregateClassProperties.of(a), [a], run.value)
             verdicts = None
             if a.source_relation is not None:  # reads the raw stream with the stream's verdicts
-                verdicts = verdict_store(schema, verdict_window)
+                verdicts = verdict_store(schema, verdict_window, guard)
             self.aggregates.append((a, cls, verdicts))
         self.by_query: dict[int, list[AggregateClass]] = {}
         for a, cls, _ in self.aggregates:
@@ -63,34 +64,42 @@ class _Alone:
                 self.by_query.setdefault(a.source_query, []).append(cls)
         self.started = False
 
-    def apply(self, op: Op) -> bool:
-        accepted = False
+    def apply(self, op: Op) -> str | None:
+        """Apply ``op`` to every query and aggregate alone; the reason it was rejected, or None."""
+        reasons: list[str] = []
         for a, cls, verdicts in self.aggregates:
             if verdicts is None:
                 continue
             try:
                 verdicts.apply(op)
-            except OpRejected:
+            except OpRejected as exc:
+                reasons.append(str(exc))
+                if verdicts.last_ts is not None:  # a rejected op may still have moved the clock
+                    self._tick(cls, verdicts.last_ts)
                 continue
             self._tick(cls, op.ts)
             if op.kind == "insert" and op.relation == a.source_relation:
                 assert op.values is not None
                 cls.offer(op.ts, op.values)
+        accepted = not self.queries and not reasons
         for qid, query in self.queries:
             try:
                 changes = query.apply(op)
-            except OpRejected:
-                continue
-            accepted = True
+            except OpRejected as exc:
+                reasons.append(str(exc))
+                changes = exc.changes
+            else:
+                accepted = True
             aggs = self.by_query.get(qid, ())
-            for cls in aggs:
-                self._tick(cls, op.ts)
+            if query.clock is not None:
+                for cls in aggs:
+                    self._tick(cls, query.clock)
             for change in changes:
                 self.run.change(qid, change.type, change.result)
                 if change.type == "add":
                     for cls in aggs:
                         cls.offer_result(op.ts, change.result, query.engine.store.rows)
-        return accepted
+        return None if accepted or not reasons else reasons[0]
 
     @staticmethod
     def _tick(cls: AggregateClass, ts: float) -> None:
@@ -130,9 +139,10 @@ class PlanRun:
         self._shared: SharedEngine | None = None
         self._alone: _Alone | None = None
         if mode == "none":
-            self._alone = _Alone(self.schema, self.queries, self.aggregates, self)
+            self._alone = _Alone(self.schema, self.queries, self.aggregates, self, plan.clock)
         else:
-            self._shared = SharedEngine(self.schema, mode, sink=self.change, aggregate_sink=self.value)
+            self._shared = SharedEngine(self.schema, mode, sink=self.change, aggregate_sink=self.value,
+                                        guard=plan.clock)
             self._shared.set_plan(self.queries, self.aggregates)
 
     def change(self, query_id: int, kind: str, result: Result) -> None:
@@ -159,8 +169,9 @@ class PlanRun:
                     self.rejects.append((lineno, str(exc)))
             else:
                 assert self._alone is not None
-                if not self._alone.apply(op):
-                    self.rejects.append((lineno, "rejected by every query"))
+                reason = self._alone.apply(op)
+                if reason is not None:
+                    self.rejects.append((lineno, reason))
             if self.ops % _PEAK_EVERY == 0:
                 self.store_peak = max(self.store_peak, self._stored())
         self.cpu_s += time.process_time() - started

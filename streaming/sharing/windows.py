@@ -273,41 +273,46 @@ class SharedWindowAggregator:
         self._items += 1
         self._open.add(value)
         if self._items % self.pane == 0:
-            return self._close_pane(self._items)
+            return self._emissions(self._close_pane(self._items))
         return []
 
     def advance(self, now: float) -> list[Emission]:
-        """Let event time reach ``now``: close (and emit) the time windows ending at or before it."""
+        """Let event time reach ``now``: close (and emit) the time windows ending at or before it.
+
+        Of the windows one call closes, a subscriber's empty ones are emitted
+        only as the first and the last of them: a jump of the clock costs
+        what the data costs, not one window per step of the jump.
+        """
         if self.kind != "time":
             return []
         pane = self.pane
         if self._open_end is None:
             self._open_end = (math.floor(now / pane) + 1) * pane
             return []
-        out: list[Emission] = []
+        closed: list[tuple[WindowSubscriber, int, Partial]] = []
         while self._open_end <= now:
             end = self._open_end
             self._open_end = end + pane
-            out.extend(self._close_pane(end))
+            closed.extend(self._close_pane(end))
             if not self._open.count and self._quiet():
-                # nothing in any kept pane: jump to the last pane end <= now, emitting empty windows
-                # only where some subscriber's step ends
-                out.extend(self._skip_quiet(now))
-        return out
+                # nothing in any kept pane: every later window up to now is empty
+                closed.extend(self._quiet_windows(now))
+        return self._emissions(closed)
 
     # -- relaxed instances and subscriber windows --------------------------------------
 
-    def _close_pane(self, end: int) -> list[Emission]:
+    def _close_pane(self, end: int) -> list[tuple[WindowSubscriber, int, Partial]]:
         self._pane_partials.append(self._open)
         self._open = Partial()
         if self.kind == "count" and end < self.relaxed[0]:
             return []
         self._relaxed.append(Partial.combine(self._pane_partials))
         self.relaxed_instances += 1
-        return self._emit(end)
+        return self._windows(end)
 
-    def _emit(self, end: int) -> list[Emission]:
-        out: list[Emission] = []
+    def _windows(self, end: int) -> list[tuple[WindowSubscriber, int, Partial]]:
+        """Each subscriber window ending at ``end``, with its partial aggregate."""
+        out = []
         relaxed_size = self.relaxed[0]
         # relaxed instances ending at end, end - Δ̄, ...: every (Δ̄/μ̄)-th kept one, newest first
         stride = self._panes_per_relaxed
@@ -319,8 +324,28 @@ class SharedWindowAggregator:
             if self.kind == "count" and end < s.size:
                 continue
             n = s.size // relaxed_size
-            parts = [kept[last - i * stride] for i in range(n) if last - i * stride >= 0]
-            value = Partial.combine(parts).value(s.aggregate)
+            out.append((s, end, Partial.combine(kept[last - i * stride] for i in range(n) if last - i * stride >= 0)))
+        return out
+
+    @staticmethod
+    def _emissions(windows: list[tuple[WindowSubscriber, int, Partial]]) -> list[Emission]:
+        """The values of windows closed together that pass their ``having``; of a subscriber's empty
+        windows among them only the first and the last."""
+        kept: list[tuple[WindowSubscriber, int, Partial]] = []
+        first_empty: set[Hashable] = set()
+        held: dict[Hashable, tuple[WindowSubscriber, int, Partial]] = {}  # each subscriber's last empty one
+        for window in windows:
+            s, _, partial = window
+            if not partial.count:
+                if s.key in first_empty:
+                    held[s.key] = window
+                    continue
+                first_empty.add(s.key)
+            kept.append(window)
+        kept.extend(held.values())
+        out = []
+        for s, end, partial in kept:
+            value = partial.value(s.aggregate)
             if having_holds(s.having, value):
                 out.append(Emission(s.key, end, value))
         return out
@@ -329,22 +354,19 @@ class SharedWindowAggregator:
         """Whether every kept pane and relaxed instance is empty (so every window up to now is)."""
         return all(not p.count for p in self._pane_partials) and all(not p.count for p in self._relaxed)
 
-    def _skip_quiet(self, now: float) -> list[Emission]:
-        """With nothing kept, emit the empty windows up to ``now`` without closing each pane."""
+    def _quiet_windows(self, now: float) -> list[tuple[WindowSubscriber, int, Partial]]:
+        """With nothing kept, each subscriber's first and last (empty) window ending by ``now``, without
+        closing each pane in between."""
         pane = self.pane
         last = math.floor(now / pane) * pane
         if last < self._open_end:
             return []
-        out: list[Emission] = []
         empty = Partial()
-        steps = sorted({s.step for s in self.subscribers})
-        ends = sorted({e for step in steps for e in range(_ceil_to(self._open_end, step), last + 1, step)})
-        for end in ends:
-            for s in self.subscribers:
-                if end % s.step == 0:
-                    value = empty.value(s.aggregate)
-                    if having_holds(s.having, value):
-                        out.append(Emission(s.key, end, value))
+        out = []
+        for s in self.subscribers:
+            first_end, last_end = _ceil_to(self._open_end, s.step), last // s.step * s.step
+            out += [(s, end, empty) for end in sorted({first_end, last_end}) if first_end <= end <= last_end]
+        out.sort(key=lambda window: window[1])
         self._open_end = last + pane
         return out
 

@@ -77,8 +77,8 @@ def reference_events(schema: Schema, landing: Path) -> list[dict]:
     for seq, obj in sorted(split_seq(line) for line in read_landing(landing)):
         try:
             changes = engine.apply(parse_op(obj, schema))
-        except OpRejected:
-            continue
+        except OpRejected as exc:
+            changes = exc.changes
         events += [{"seq": seq, "type": c.type, **c.result.to_json()} for c in changes]
     return events
 

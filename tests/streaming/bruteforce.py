@@ -83,13 +83,23 @@ def _leaves_have_keywords(nodes: frozenset, edges: frozenset, mask: dict) -> boo
 
 
 class BruteForceStream:
-    """Applies ops with the stream rules of docs/ops.md and recomputes the live result set."""
+    """Applies ops with the stream rules of docs/ops.md and recomputes the live result set.
 
-    def __init__(self, schema: Schema, keywords: Iterable[str], tmax: int, window: float | None = None):
+    The clock rule: an op of a known relation that is neither late nor
+    outside the guard (``ts_min <= ts <= ts_max``, at most ``max_jump`` past
+    the clock) moves the clock, and tuples whose window ended leave; only
+    then is an insert of a live key or a delete of a missing key rejected.
+    """
+
+    def __init__(self, schema: Schema, keywords: Iterable[str], tmax: int, window: float | None = None,
+                 ts_min: float = -62_135_596_800.0, ts_max: float = 253_402_300_799.0,
+                 max_jump: float | None = 30 * 86_400.0):
         self.schema = schema
         self.keywords = [k.casefold() for k in keywords]
         self.tmax = tmax
         self.window = window
+        self.ts_range = (ts_min, ts_max)
+        self.max_jump = max_jump
         self.live: dict[Node, tuple[dict, float]] = {}
         self.last_ts: float | None = None
         self.results: set[ResultKey] = set()
@@ -104,8 +114,6 @@ class BruteForceStream:
             return "unknown relation"
         if isinstance(ts, bool) or not isinstance(ts, (int, float)):
             return "bad ts"
-        if self.last_ts is not None and ts < self.last_ts:
-            return "late"
         try:
             if obj["op"] == "insert":
                 values = rel.validate_tuple(obj.get("tuple"))
@@ -114,14 +122,19 @@ class BruteForceStream:
                 key, values = rel.validate_key(obj.get("key")), None
         except (ValueRejected, KeyError):
             return "bad tuple"
-        alive = {n: v for n, v in self.live.items() if self.window is None or v[1] + self.window > ts}
-        node = (rel.name, key)
-        if values is not None and node in alive:
-            return "duplicate"
-        if values is None and node not in alive:
-            return "missing"
+        if self.last_ts is not None and ts < self.last_ts:
+            return "late"
+        if not self.ts_range[0] <= ts <= self.ts_range[1]:
+            return "outside the range"
+        if self.last_ts is not None and self.max_jump is not None and ts - self.last_ts > self.max_jump:
+            return "jump"
         self.last_ts = ts
-        self.live = alive
+        self.live = {n: v for n, v in self.live.items() if self.window is None or v[1] + self.window > ts}
+        node = (rel.name, key)
+        if values is not None and node in self.live:
+            return "duplicate"
+        if values is None and node not in self.live:
+            return "missing"
         if values is None:
             del self.live[node]
         else:
@@ -133,12 +146,14 @@ class BruteForceStream:
 
 
 def replay(schema: Schema, keywords: Iterable[str], tmax: int, window: float | None, ops: list[Any]) -> list[dict]:
-    """Expected events of a stream of decoded ops (seq = index in ``ops``)."""
+    """Expected events of a stream of decoded ops (seq = index in ``ops``); a rejected op that moved
+    the clock reports the results its time ended."""
     stream = BruteForceStream(schema, keywords, tmax, window)
     events: list[dict] = []
     before: set[ResultKey] = set()
     for seq, obj in enumerate(ops):
-        if stream.apply(obj) is not None:
+        clock = stream.last_ts
+        if stream.apply(obj) is not None and stream.last_ts == clock:
             continue
         after = stream.current()
         for kind, diff in (("remove", before - after), ("add", after - before)):

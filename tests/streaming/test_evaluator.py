@@ -95,8 +95,8 @@ def reference(ops, keywords=("dress", "texas"), tmax=5, window=None, keep=lambda
             continue
         try:
             changes = engine.apply(op)
-        except OpRejected:
-            continue
+        except OpRejected as exc:
+            changes = exc.changes
         for c in changes:
             out[seq].append((c.type, result_key(c.result.tuples, c.result.edges)))
     return {seq: sorted(v) for seq, v in out.items()}, {result_key(r.tuples, r.edges) for r in engine.snapshot()}
@@ -299,27 +299,30 @@ def filter_reference(ops, keep, window=None):
     """A filter subscription, naively: stream-level rejects, then every kept tuple alive in the window."""
     schema = Schema.from_dict(SCHEMA)
     out = defaultdict(list)
-    stored, matching, last = set(), {}, None
+    stored, matching, last = {}, {}, None
     for seq, raw in enumerate(ops):
         try:
             op = parse_op(raw, schema)
         except OpRejected:
             continue
-        ident = (op.relation, op.key)
-        if (last is not None and op.ts < last) or (op.kind == "insert") == (ident in stored):
+        if last is not None and op.ts < last:
             continue
-        last = op.ts
+        last = op.ts  # the op moves the clock whatever its verdict by key
+        stored = {ident: since for ident, since in stored.items() if window is None or since + window > op.ts}
         for other, since in sorted(matching.items(), key=lambda item: item[1]):
             if window is not None and since + window <= op.ts:
                 del matching[other]
                 out[seq].append(("remove", result_key([other], [])))
+        ident = (op.relation, op.key)
+        if (op.kind == "insert") == (ident in stored):
+            continue
         if op.kind == "insert":
-            stored.add(ident)
+            stored[ident] = op.ts
             if keep(op):
                 matching[ident] = op.ts
                 out[seq].append(("add", result_key([ident], [])))
         else:
-            stored.discard(ident)
+            del stored[ident]
             if matching.pop(ident, None) is not None:
                 out[seq].append(("remove", result_key([ident], [])))
     return {seq: sorted(v) for seq, v in out.items()}, {result_key([ident], []) for ident in matching}

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for sharing tests: random schemas, streams without re-inserts, random plans."""
+"""Hypothesis strategies for sharing tests: random schemas, streams without re-inserts of live keys, random plans."""
 
 from __future__ import annotations
 
@@ -31,42 +31,36 @@ def schema_docs(draw) -> dict:
 
 @st.composite
 def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = ()) -> list[dict]:
-    """Inserts, deletes, late ops and time jumps on which every query alone agrees with the stream.
+    """Inserts, deletes of live and missing keys, late ops and time jumps, with no re-insert of a key
+    still live in the widest of ``windows``.
 
-    Each key is inserted at most once per relation (no re-insert), and a
-    tuple is deleted only while it is inside the narrowest of ``windows`` or
-    once it is outside the widest (a key never inserted, deleted, or expired
-    everywhere): then every op gets the same verdict from each query alone as
-    from the widest window.
+    Under the stream clock rule (docs/ops.md) every op then gets the same
+    verdict from each query alone as from the widest window, but for a delete
+    of a tuple that left a narrower window: alone that query rejects it, after
+    its time ended the tuple's results, so its events are the same.
     """
     bounded = [w for w in windows if w is not None]
-    narrowest = min(bounded) if bounded else None
     widest = None if not windows or None in windows else max(bounded)
     ops: list[dict] = []
     ts = 0.0
-    clock: float | None = None  # the event time of the last accepted op (a rejected op moves no clock)
+    clock: float | None = None  # the stream clock: every op that is not late moves it
     rels = {r["name"]: r for r in schema_doc["relations"]}
-    used: set[tuple[str, int]] = set()
-    live: dict[tuple[str, int], float] = {}
+    live: dict[tuple[str, int], float] = {}  # live in the widest window: key -> insertion time
     for _ in range(draw(st.integers(1, max_ops))):
         ts += draw(st.sampled_from([0, 0, 1, 1, 2, 3, 5, -1]))
         late = clock is not None and ts < clock
+        if not late:
+            clock = ts
+            live = {k: at for k, at in live.items() if widest is None or at + widest > ts}
         name = draw(st.sampled_from(sorted(rels)))
         key = draw(st.integers(0, 5))
-        if draw(st.integers(0, 4)) == 0 or (name, key) in used:
-            at = live.get((name, key))
-            alive_widest = at is not None and (widest is None or at + widest > ts)
-            inside_narrowest = at is not None and (narrowest is None or at + narrowest > ts)
-            if alive_widest and not inside_narrowest and not late:
-                continue
-            if alive_widest and not late:
-                del live[(name, key)]
-                clock = ts
+        if draw(st.integers(0, 4)) == 0 or (name, key) in live:
+            if not late:
+                live.pop((name, key), None)
             ops.append({"op": "delete", "relation": name, "key": key, "ts": ts})
             continue
-        used.add((name, key))
         if not late:
-            live[(name, key)] = clock = ts
+            live[(name, key)] = ts
         values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=2))),
                   "v": draw(st.one_of(st.none(), st.integers(0, 5)))}
         for fk in rels[name]["foreign_keys"]:

@@ -47,14 +47,17 @@ def reference(schema: Schema, plan_doc: dict, ops: list[dict], query_adds: dict[
     windows = plan_windows(plan_doc)
     widest = None if not windows or None in windows else max(windows)
     stream = verdict_store(schema, widest)
-    accepted = []
+    accepted, moves = [], []  # the ops the stream accepts; the times its clock moved to
     for obj in ops:
+        op = parse_op(obj, schema)
         try:
-            op = parse_op(obj, schema)
             stream.apply(op)
         except OpRejected:
-            continue
-        accepted.append(op)
+            pass
+        else:
+            accepted.append(op)
+        if stream.last_ts is not None and (not moves or moves[-1] != stream.last_ts):
+            moves.append(stream.last_ts)
     out: dict[int, list] = {}
     for a in plan_doc["aggregates"]:
         items = []  # (position, value)
@@ -81,12 +84,13 @@ def reference(schema: Schema, plan_doc: dict, ops: list[dict], query_adds: dict[
         if a["window_kind"] == "count":
             ends = [e for e in range(step, len(items) + 1, step) if e >= size]
             windows_of = [(e, [v for _, v in items[e - size:e]]) for e in ends]
-        elif accepted:
-            first, last = accepted[0].ts, accepted[-1].ts
-            ends = range(math.floor(first / step) * step + step, math.floor(last / step) * step + 1, step)
-            windows_of = [(e, [v for t, v in items if e - size <= t < e]) for e in ends]
-        else:
+        else:  # the windows each clock move closes; of a move's empty ones only the first and the last
             windows_of = []
+            for prev, now in zip(moves, moves[1:]):
+                closed = [(e, [v for t, v in items if e - size <= t < e])
+                          for e in range(math.floor(prev / step) * step + step, math.floor(now / step) * step + 1, step)]
+                empty = [i for i, (_, vals) in enumerate(closed) if not vals]
+                windows_of += [w for i, w in enumerate(closed) if w[1] or i in (empty[0], empty[-1])]
         for end, vals in windows_of:
             p = Partial()
             for v in vals:

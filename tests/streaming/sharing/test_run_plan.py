@@ -3,13 +3,11 @@
 The reference is the single-query engine (``python -m streaming run`` with
 ``--predicate``: :class:`~streaming.selected.SelectedQuery`), itself checked
 against the brute-force enumerator. Random schemas have parallel FKs and a
-self-reference; random streams have deletes, late ops and window expiries on
-which each query alone judges every op as the stream does: the one
-deliberate difference is that with sharing an op gets one verdict, against
-the widest window, so a re-insert of a key that left a narrow window but not
-the widest is rejected for every query, and a delete of a tuple that left a
-narrow window is accepted, so that query's windows move on at that op where,
-alone, the rejected op would not move them (``docs/sharing.md``).
+self-reference; random streams have deletes (of live and of missing keys),
+late ops, clock jumps and window expiries. The one deliberate difference is
+that with sharing an op gets one verdict, against the widest window, so a
+re-insert of a key that left a narrow window but not the widest is rejected
+for every query (``docs/sharing.md``): the streams have no such re-insert.
 """
 
 from __future__ import annotations
@@ -41,8 +39,8 @@ def alone(schema: Schema, query: dict, ops: list[dict]) -> list[tuple[int, str, 
     for seq, obj in enumerate(ops):
         try:
             changes = engine.apply(parse_op(obj, schema))
-        except OpRejected:
-            continue
+        except OpRejected as exc:
+            changes = exc.changes
         out += [(seq, c.type, (c.result.tuples, c.result.edges)) for c in changes]
     return out
 
