@@ -148,7 +148,7 @@ class Lattice:
             self._codes = dag_codes(self._dag)
         return self._codes
 
-    def _node_rows(self) -> Iterator[tuple[str, int, int, tuple[int, ...], tuple[int, ...]]]:
+    def node_rows(self) -> Iterator[tuple[str, int, int, tuple[int, ...], tuple[int, ...]]]:
         """``(relation, mask, size, edge labels, child ids)`` of every node in id order."""
         rels = self.relations
         for _, rel, mask, size, edges, lists in self._dag.blocks():
@@ -226,7 +226,7 @@ class Lattice:
         nodes = []
         edges = []
         labels = self.labels
-        for i, (relation, mask, size, edge_labels, kids) in enumerate(self._node_rows()):
+        for i, (relation, mask, size, edge_labels, kids) in enumerate(self.node_rows()):
             nodes.append(
                 {"id": i, "relation": relation, "mask": mask, "size": size, "root": i in roots, "code": codes[i]}
             )
@@ -241,7 +241,7 @@ class Lattice:
         lines = []
         roots = self.roots
         labels = self.labels
-        for i, (relation, mask, size, edge_labels, kids) in enumerate(self._node_rows()):
+        for i, (relation, mask, size, edge_labels, kids) in enumerate(self.node_rows()):
             children = " ".join(
                 f"{'>' if labels[e][1] else '<'}{labels[e][0]}:#{c}" for e, c in zip(edge_labels, kids)
             )
