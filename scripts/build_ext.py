@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: the modules compiled, each with its .pxd (see streaming.COMPILED)
 MODULES = [
+    "streaming/window.py",
+    "streaming/evaluate/shared_plan.py",
     "streaming/evaluate/shared.py",
 ]
 
@@ -31,6 +33,7 @@ def main() -> int:
         MODULES,
         language_level=3,
         compiler_directives={"annotation_typing": False},
+        include_path=[str(ROOT)],
         build_dir="var/build/cython",
         quiet=True,
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 __all__ = ["COMPILED", "PURE_PYTHON"]
 
 #: modules with a compiled extension beside their source
-COMPILED = ("streaming.evaluate.shared",)
+COMPILED = ("streaming.window", "streaming.evaluate.shared_plan", "streaming.evaluate.shared")
 PURE_PYTHON = os.environ.get("KWMONITOR_PURE_PYTHON") == "1"
 
 

@@ -70,6 +70,7 @@ class Lattice:
         self._nodes: list[LatticeNode] | None = None
         self._codes: list[str] | None = None
         self._labels_index: dict[tuple[str, int], list[int]] | None = None
+        self._edge_rows: list[tuple[str, int, int, tuple[tuple[str, bool, int], ...]]] | None = None
 
     # -- construction ---------------------------------------------------
     @classmethod
@@ -141,6 +142,14 @@ class Lattice:
 
     def is_root(self, i: int) -> bool:
         return i in self.roots
+
+    def edge_rows(self) -> list[tuple[str, int, int, tuple[tuple[str, bool, int], ...]]]:
+        """``(relation, mask, size, ((fk, parent_holds, child id), ...))`` of every node in id order (made once)."""
+        if self._edge_rows is None:
+            labels = self.labels
+            self._edge_rows = [(relation, mask, size, tuple([(*labels[e], c) for e, c in zip(edge_labels, kids)]))
+                               for relation, mask, size, edge_labels, kids in self.node_rows()]
+        return self._edge_rows
 
     def codes(self) -> list[str]:
         """Canonical code of every node (computed once)."""

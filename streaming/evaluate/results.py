@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 __all__ = ["TupleRef", "EdgeRef", "Result", "Change", "ResultSet", "SharedResults", "make_result"]
 
@@ -11,9 +11,12 @@ TupleRef = tuple[str, Any]
 EdgeRef = tuple[TupleRef, TupleRef, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One MTJNT: its tuples and its edges ``(holder tuple, referenced tuple, fk name)``, both sorted."""
+class Result(NamedTuple):
+    """One MTJNT: its tuples and its edges ``(holder tuple, referenced tuple, fk name)``, both sorted.
+
+    A named tuple: results are hashed and compared all the time (live sets,
+    deliveries), and a tuple's hash and equality are the interpreter's own.
+    """
 
     tuples: tuple[TupleRef, ...]
     edges: tuple[EdgeRef, ...]

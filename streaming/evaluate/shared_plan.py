@@ -101,12 +101,12 @@ class SharedLatticePlan:
         """(Re-)register keyword set ``kid`` with its own lattice; ``bits[i]`` is the vocabulary bit of
         the lattice's keyword ``i``. Returns the nodes created (children before parents) and the
         nodes released (those only the keyword set's previous registration reached)."""
-        labels = lattice.labels
+        label_of = [spread(mask, bits) for mask in range(1 << len(bits))]
         ids: list[int] = []
         created: list[int] = []
-        for relation, mask, size, edge_labels, kids in lattice.node_rows():
-            children = tuple(sorted((labels[e][0], labels[e][1], ids[c]) for e, c in zip(edge_labels, kids)))
-            key = (relation, spread(mask, bits), children)
+        for relation, mask, size, edges in lattice.edge_rows():
+            children = tuple(sorted([(fk, holds, ids[c]) for fk, holds, c in edges]))
+            key = (relation, label_of[mask], children)
             v = self._by_key.get(key)
             if v is None:
                 v = self._create(key, size)
