@@ -19,8 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the modules compiled, each with its .pxd (see streaming.COMPILED)
 MODULES = [
     "streaming/window.py",
+    "streaming/engine.py",
+    "streaming/evaluate/results.py",
     "streaming/evaluate/shared_plan.py",
     "streaming/evaluate/shared.py",
+    "streaming/sharing/delivery.py",
+    "streaming/sharing/classes.py",
+    "streaming/sharing/engine.py",
 ]
 
 
@@ -29,6 +34,8 @@ def main() -> int:
     from setuptools import setup
 
     os.chdir(ROOT)
+    # gcc 12 misreads Cython's casts of the bool singletons as out-of-bounds reads (-Warray-bounds)
+    os.environ.setdefault("CFLAGS", "-Wno-array-bounds")
     extensions = cythonize(
         MODULES,
         language_level=3,

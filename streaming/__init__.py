@@ -21,7 +21,16 @@ from pathlib import Path
 __all__ = ["COMPILED", "PURE_PYTHON"]
 
 #: modules with a compiled extension beside their source
-COMPILED = ("streaming.window", "streaming.evaluate.shared_plan", "streaming.evaluate.shared")
+COMPILED = (
+    "streaming.window",
+    "streaming.engine",
+    "streaming.evaluate.results",
+    "streaming.evaluate.shared_plan",
+    "streaming.evaluate.shared",
+    "streaming.sharing.delivery",
+    "streaming.sharing.classes",
+    "streaming.sharing.engine",
+)
 PURE_PYTHON = os.environ.get("KWMONITOR_PURE_PYTHON") == "1"
 
 

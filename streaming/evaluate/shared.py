@@ -404,7 +404,7 @@ class SharedLatticeEvaluator:
         kid = self.plan.root_of[c]
         if kid >= 0:
             self._eval_path(c, key, row, path, kid)
-        sub, info = self.sub, self._info
+        sub = self.sub
         for prel, prows, index, column, ready in self._ups[c]:
             if not ready:
                 continue
@@ -419,7 +419,7 @@ class SharedLatticeEvaluator:
                 parents = (pk,)
             for pk in parents:
                 prow = prows[pk]
-                for label in info(prel, prow.mask)[0]:
+                for label in self._info(prel, prow.mask)[0]:
                     targets = ready.get(label)
                     if not targets:
                         continue
@@ -490,7 +490,7 @@ class SharedLatticeEvaluator:
     def _drop(self, c: int, key: Any, row: LiveTuple) -> None:
         """Remove ``key`` from ``S[c]`` after every parent tuple that loses its only support (Alg. 5
         delete); parents first, while ``c`` still lists them as ready."""
-        plan, sub, info = self.plan, self.sub, self._info
+        plan, sub = self.plan, self.sub
         for prel, prows, index, column, ready in self._ups[c]:
             if not ready:
                 continue
@@ -501,7 +501,7 @@ class SharedLatticeEvaluator:
                     continue
                 for pk in list(parents):
                     prow = prows[pk]
-                    for label in info(prel, prow.mask)[0]:
+                    for label in self._info(prel, prow.mask)[0]:
                         for v, _ in tuple(ready.get(label, ())):
                             if pk in sub[v]:
                                 self._drop(v, pk, prow)
@@ -511,7 +511,7 @@ class SharedLatticeEvaluator:
                 if pk is None or pk not in prows:
                     continue
                 prow = prows[pk]
-                for label in info(prel, prow.mask)[0]:
+                for label in self._info(prel, prow.mask)[0]:
                     for v, ei in tuple(ready.get(label, ())):
                         if pk in sub[v] and len(self.index[c][plan.kids[v][ei][2]][pk]) == 1:
                             self._drop(v, pk, prow)
