@@ -36,6 +36,8 @@ __all__ = [
     "Emission",
     "SharedWindowAggregator",
     "having_holds",
+    "ceil_to",
+    "last_end",
 ]
 
 AGGREGATES = ("count", "sum", "avg", "min", "max")
@@ -287,7 +289,7 @@ class SharedWindowAggregator:
             return []
         pane = self.pane
         if self._open_end is None:
-            self._open_end = (math.floor(now / pane) + 1) * pane
+            self._open_end = last_end(now, pane) + pane
             return []
         closed: list[tuple[WindowSubscriber, int, Partial]] = []
         while self._open_end <= now:
@@ -358,14 +360,14 @@ class SharedWindowAggregator:
         """With nothing kept, each subscriber's first and last (empty) window ending by ``now``, without
         closing each pane in between."""
         pane = self.pane
-        last = math.floor(now / pane) * pane
+        last = last_end(now, pane)
         if last < self._open_end:
             return []
         empty = Partial()
         out = []
         for s in self.subscribers:
-            first_end, last_end = _ceil_to(self._open_end, s.step), last // s.step * s.step
-            out += [(s, end, empty) for end in sorted({first_end, last_end}) if first_end <= end <= last_end]
+            first, final = ceil_to(self._open_end, s.step), last // s.step * s.step
+            out += [(s, end, empty) for end in sorted({first, final}) if first <= end <= final]
         out.sort(key=lambda window: window[1])
         self._open_end = last + pane
         return out
@@ -399,5 +401,17 @@ class SharedWindowAggregator:
                 "relaxed_instances": self.relaxed_instances}
 
 
-def _ceil_to(value: int, step: int) -> int:
+def ceil_to(value: int, step: int) -> int:
+    """The first multiple of ``step`` at or after the integer ``value``."""
     return -(-value // step) * step
+
+
+def last_end(position: float, step: int) -> int:
+    """The last multiple of ``step`` at or before ``position``, exactly: the float quotient
+    ``position / step`` is rounded, by many steps once positions pass 2**53 steps.
+
+    >>> last_end(119.5, 60), last_end(-0.5, 60), last_end(1e300, 7) <= 1e300 < last_end(1e300, 7) + 7
+    (60, -60, True)
+    """
+    numerator, denominator = position.as_integer_ratio()
+    return numerator // (denominator * step) * step
