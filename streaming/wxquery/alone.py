@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from lxml import etree
 
-from ..sharing.windows import ceil_to, last_end
+from ..sharing.windows import ceil_to, last_end, rounded
 from .construct import ItemValues, construct, serialize
 from .predicates import DNF, Atom, evaluate
 from .translate import Input, Subscription
@@ -102,15 +102,16 @@ def window_position(inp: Input, values: ItemValues, count: int) -> float:
 
 
 def aggregate_value(function: str, values: list[float]) -> float | int | None:
-    """An aggregate computed exactly (as the shared partials are): None is the empty sequence."""
+    """An aggregate computed exactly (as the shared partials are): None is the empty sequence, and a sum
+    beyond the float range."""
     if function == "count":
         return len(values)
     if function == "sum":
-        return float(sum(map(Fraction, values), Fraction(0))) if values else 0
+        return rounded(sum(map(Fraction, values), Fraction(0))) if values else 0
     if not values:
         return None
     if function == "avg":
-        return float(sum(map(Fraction, values), Fraction(0)) / len(values))
+        return rounded(sum(map(Fraction, values), Fraction(0)) / len(values))
     return min(values) if function == "min" else max(values)
 
 
