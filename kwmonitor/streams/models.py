@@ -195,16 +195,17 @@ class Stream(models.Model):
                     f"the mapping makes it: key {wanted['key']!r}, attributes {wanted['attributes']}")})
 
     def _clean_clock_guard(self) -> None:
-        for name in ("ts_min", "ts_max", "max_clock_jump"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ValidationError({name: "Enter a finite number of seconds (leave it empty for no limit)."})
-        if self.ts_min is not None and self.ts_max is not None and self.ts_min > self.ts_max:
-            raise ValidationError({"ts_max": f"The latest ts ({self.ts_max:g}) is before the earliest ts "
-                                             f"({self.ts_min:g}): no op could pass."})
-        if self.max_clock_jump is not None and not self.max_clock_jump > 0:
-            raise ValidationError({"max_clock_jump": "The largest clock jump must be more than 0 seconds (leave it "
-                                                     "empty for no limit)."})
+        """Every problem of the clock guard's settings at once, each on its field."""
+        errors = {name: "Enter a finite number of seconds (leave it empty for no limit)."
+                  for name in ("ts_min", "ts_max", "max_clock_jump")
+                  if getattr(self, name) is not None and not math.isfinite(getattr(self, name))}
+        low, high, jump = self.ts_min, self.ts_max, self.max_clock_jump
+        if not errors and low is not None and high is not None and low > high:
+            errors["ts_max"] = f"The latest ts ({high:g}) is before the earliest ts ({low:g}): no op could pass."
+        if "max_clock_jump" not in errors and jump is not None and not jump > 0:
+            errors["max_clock_jump"] = "The largest clock jump must be more than 0 seconds (leave it empty for no limit)."
+        if errors:
+            raise ValidationError(errors)
 
     def landing_path(self) -> Path:
         return Path(settings.LANDING_DIR) / str(self.pk)
