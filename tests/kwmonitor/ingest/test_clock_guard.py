@@ -43,12 +43,6 @@ def post(client, stream, body: str, content_type: str = "application/x-ndjson"):
 
 
 @pytest.fixture
-def landing(settings, tmp_path):
-    settings.LANDING_DIR = tmp_path
-    return tmp_path
-
-
-@pytest.fixture
 def stream(ecommerce_schema, redis_client, landing):
     from kwmonitor.streams.models import Stream
 
