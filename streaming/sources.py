@@ -47,7 +47,6 @@ __all__ = [
     "SourceError",
     "stamp",
     "split_seq",
-    "allocate_seqs",
     "WriteTurn",
     "SourceWriter",
     "LandingWriter",
@@ -101,13 +100,6 @@ def split_seq(line: str | bytes) -> tuple[int, dict[str, Any]]:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise SourceError(f"stored line has no valid seq: {seq!r}")
     return seq, obj
-
-
-def allocate_seqs(client: redis.Redis, stream_id: int, count: int) -> int:
-    """Reserve ``count`` consecutive seqs of a stream; return the first."""
-    if count <= 0:
-        raise ValueError("count must be positive")
-    return int(client.incrby(Keys.stream_seq(stream_id), count)) - count
 
 
 def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
