@@ -130,7 +130,7 @@ class Partial:
     a subscriber alone and the same subscriber sharing a relaxed window give
     identical numbers. An exact sum never overflows; read, a sum of ints is an
     int within 64 bits and a float beyond, and a sum beyond the float range
-    is None (so is its avg never: it lies between min and max).
+    is None (an avg never is: it lies between min and max).
     """
 
     __slots__ = ("count", "int_sum", "float_units", "min", "max")
@@ -182,8 +182,8 @@ class Partial:
         out = cls()
         out.count, int_sum, units, out.min, out.max = doc
         out.int_sum = int(int_sum)
-        if isinstance(units, list):  # saved before sums were kept in units: the float partials
-            out.float_units = sum(_units(float(x)) for x in units)
+        if isinstance(units, list):  # saved before sums were kept in units: the float partials (none: [])
+            out.float_units = sum(_units(float(x)) for x in units) if units else None
         elif units is not None:
             out.float_units = int(units)
         return out

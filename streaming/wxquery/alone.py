@@ -89,7 +89,7 @@ def completed_ends(next_end: int, position: float, reach: float, steps: Sequence
         for step in steps:
             first, final = ceil_to(end, step), last_end(last, step)
             if first <= final:
-                ends += [first, final] if first < final else [first]
+                ends += [first, final]
         ends = sorted(set(ends))
     return ends, max(next_end, last + grid)
 

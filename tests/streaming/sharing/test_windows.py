@@ -202,3 +202,5 @@ def test_the_open_window_of_a_clock_at_the_end_of_time_goes_through_json():
 def test_a_partial_saved_with_float_partials_is_taken_back():
     """States persisted before sums were kept in units hold Shewchuk's float partials."""
     assert Partial.from_json([3, 2, [0.1, 1e-17], 0.1, 2]).value("sum") == math.fsum([2, 0.1, 1e-17])
+    ints = Partial.from_json([2, 7, [], 3, 4]).value("sum")
+    assert ints == 7 and isinstance(ints, int)  # a sum of ints stays an int
