@@ -200,9 +200,9 @@ class Bench:
         ratios = {}
         if same:
             for base in ("run-plan", "run"):
-                ratios[f"pathway/{base}"] = {
-                    unit: summary["pathway"][f"processing_{unit}"] / summary[base][f"processing_{unit}"]
-                    for unit in ("wall_s", "cpu_s")}
+                ratios[f"pathway/{base}"] = {unit: _ratio(summary["pathway"][f"processing_{unit}"],
+                                                          summary[base][f"processing_{unit}"])
+                                             for unit in ("wall_s", "cpu_s")}
         return {"title": self.scenario.title, "queries": self.queries, "window_mode": self.scenario.window_mode,
                 "notes": self.scenario.notes, "load_average_at_start": load, **facts, "same": same,
                 "checks": checks, "summary": summary, "ratios": ratios, "runs": runs}
@@ -313,6 +313,12 @@ def _run_query_args(query: dict[str, Any]) -> list[str]:
     return args
 
 
+def _ratio(pathway: float, kwmonitor: float) -> float | None:
+    """Pathway's processing over kwmonitor's; None when noise made either not positive (startup took
+    longer than the whole run)."""
+    return pathway / kwmonitor if pathway > 0 and kwmonitor > 0 else None
+
+
 def _summary(runs: dict[str, list[dict[str, float]]]) -> dict[str, float]:
     """Medians of the runs on the stream and on the empty one, and processing = their difference."""
     out: dict[str, float] = {}
@@ -336,10 +342,14 @@ def table(report: dict[str, Any]) -> str:
         cells.append(f"{s['summary']['pathway']['startup_cpu_s']:.1f}")
         for base in ("run-plan", "run"):
             ratio = s["ratios"].get(f"pathway/{base}")
-            cells.append(f"**{ratio['cpu_s']:.1f}x** (wall {ratio['wall_s']:.1f}x)" if ratio else "not reported")
+            cells.append(f"**{_times(ratio['cpu_s'])}** (wall {_times(ratio['wall_s'])})" if ratio else "not reported")
         cells.append("yes" if s["same"] else "NO")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _times(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.1f}x"
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -358,7 +368,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.bar([x + (i - 1) * width for x in range(len(names))], values, width, label=system)
     for x, n in enumerate(names):
         ratio = report["scenarios"][n]["ratios"].get("pathway/run-plan")
-        label = f"{ratio['cpu_s']:.1f}x" if ratio else "differs"
+        label = _times(ratio["cpu_s"]) if ratio else "differs"
         top = report["scenarios"][n]["summary"]["pathway"]["processing_cpu_s"]
         ax.annotate(label, (x + width, max(top, 1e-3)), ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
