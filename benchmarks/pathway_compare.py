@@ -1,6 +1,6 @@
 """kwmonitor against one Pathway dataflow on the same op stream, with the same per-op output (issue 18).
 
-    .venv/bin/python benchmarks/pathway_compare.py            # every scenario, 5 repetitions (~15 min)
+    .venv/bin/python benchmarks/pathway_compare.py            # every scenario, 5 repetitions (~20-30 min)
     .venv/bin/python benchmarks/pathway_compare.py --scenarios ecommerce-dense --repeats 3
 
 For each scenario (a stream and its queries, :data:`SCENARIOS`) it runs, as
@@ -43,6 +43,7 @@ Writes ``OUT/pathway.json`` (machine, every run, medians, ratios) and
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -139,7 +140,7 @@ def main() -> int:
     env = {**os.environ, "PATHWAY_THREADS": str(args.pathway_threads)}
     for name in args.scenarios:
         print(f"== {name}", flush=True)
-        bench = Bench(name, SCENARIOS[name], args.workdir / name, python, env)
+        bench = Bench(SCENARIOS[name], args.workdir / name, python, env)
         report["scenarios"][name] = bench.run(args.repeats)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "pathway.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
@@ -171,17 +172,19 @@ def machine(python: Path) -> dict[str, Any]:
                            capture_output=True, text=True).stdout.strip()
     pathway = subprocess.run([str(python), "-c", "import pathway; print(pathway.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
+    engine = importlib.import_module("streaming.engine").__file__ or ""
     return {"cpu": cpu, "cores": os.cpu_count(), "load_average_at_start": list(os.getloadavg()),
             "python": platform.python_version(), "pathway": pathway,
             "kwmonitor_commit": commit + (" (with uncommitted changes)" if dirty else ""),
+            "kwmonitor_engine": "compiled" if engine.endswith(".so") else "Python source",
             "date": time.strftime("%Y-%m-%d %H:%M %Z")}
 
 
 class Bench:
     """One scenario: its files, its three systems' runs, the check of their outputs and the summary."""
 
-    def __init__(self, name: str, scenario: Scenario, work: Path, python: Path, env: dict[str, str]):
-        self.name, self.scenario, self.work, self.python, self.env = name, scenario, work, python, env
+    def __init__(self, scenario: Scenario, work: Path, python: Path, env: dict[str, str]):
+        self.scenario, self.work, self.python, self.env = scenario, work, python, env
         self.queries = scenario.queries
 
     def run(self, repeats: int) -> dict[str, Any]:
