@@ -4,6 +4,10 @@ cimport cython
 from streaming.evaluate.shared_plan cimport SharedLatticePlan
 from streaming.window cimport LiveStore, LiveTuple
 
+cdef Py_ssize_t CHILD, HOLDS, FK, COLUMN
+cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY
+cdef Py_ssize_t PARENT, EDGE
+
 cdef class SharedLatticeEvaluator:
     cdef public SharedLatticePlan plan
     cdef public LiveStore store
@@ -37,19 +41,19 @@ cdef class SharedLatticeEvaluator:
                    index=dict, columns=dict, values=dict, bucket=set, plan=SharedLatticePlan)
     cdef _leave(self, Py_ssize_t v, object key, LiveTuple row)
 
-    @cython.locals(sub=list, index=list, c=Py_ssize_t, parent_holds=bint)
+    @cython.locals(sub=list, index=list, kid=tuple)
     cdef bint _supported(self, Py_ssize_t v, object key, LiveTuple row)
 
     @cython.locals(labels=tuple, leaves=tuple, inner=tuple, added=list, sub=list, full=list, v=Py_ssize_t,
                    found=dict)
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=Py_ssize_t, ei=Py_ssize_t,
+    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=Py_ssize_t, edge=tuple,
                    c=Py_ssize_t, members=dict, keys=set)
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
-    @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, ei=Py_ssize_t, prows=dict, ready=dict,
-                   prow=LiveTuple)
+    @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
+                   prow=LiveTuple, up=tuple, holders=dict)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list)
@@ -62,5 +66,6 @@ cdef class SharedLatticeEvaluator:
     @cython.locals(nodes=set, sub=list, v=Py_ssize_t)
     cpdef list delete(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(sub=list, v=Py_ssize_t, ei=Py_ssize_t, prows=dict, ready=dict, prow=LiveTuple, plan=SharedLatticePlan)
+    @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, plan=SharedLatticePlan,
+                   up=tuple, holders=dict, relation=str)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)

@@ -38,6 +38,13 @@ from .shared_plan import SharedLatticePlan
 
 __all__ = ["SharedLatticeEvaluator"]
 
+# Fields of an edge of SharedLatticePlan.kids, ``(child, parent_holds, fk, column)``, of a parent
+# group of _ups, ``(relation, rows, holders, column, ready)``, and of a ready edge ``(parent, edge
+# index)``: the hot loops index them (the compiled module reads a tuple's item directly).
+CHILD, HOLDS, FK, COLUMN = 0, 1, 2, 3
+UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY = 0, 1, 2, 3, 4
+PARENT, EDGE = 0, 1
+
 #: a tuple's node labels, the leaves they put it in, and those of its labels that inner nodes carry
 LabelInfo = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _NONE: LabelInfo = ((), (), ())
@@ -345,11 +352,11 @@ class SharedLatticeEvaluator:
     def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
         """Whether the tuple joins at least one tuple of every child's sub-relation."""
         sub, index = self.sub, self.index
-        for c, parent_holds, fk, column in self.plan.kids[v]:
-            if parent_holds:
-                if row.values[column] not in sub[c]:
+        for kid in self.plan.kids[v]:
+            if kid[HOLDS]:
+                if row.values[kid[COLUMN]] not in sub[kid[CHILD]]:
                     return False
-            elif key not in index[c][fk]:
+            elif key not in index[kid[CHILD]][kid[FK]]:
                 return False
         return True
 
@@ -391,8 +398,9 @@ class SharedLatticeEvaluator:
                         by_label = ready[c].get(join)
                         if by_label:
                             for label in inner:
-                                for v, ei in by_label.get(label, ()):
-                                    found[v] = found.get(v, 0) | 1 << ei
+                                for edge in by_label.get(label, ()):
+                                    v = edge[PARENT]
+                                    found[v] = found.get(v, 0) | 1 << edge[EDGE]
         for index, members, join in self._in_probes[relation]:
             keys = index.get(key)
             if keys:
@@ -403,8 +411,9 @@ class SharedLatticeEvaluator:
                             by_label = ready[c].get(join)
                             if by_label:
                                 for label in inner:
-                                    for v, ei in by_label.get(label, ()):
-                                        found[v] = found.get(v, 0) | 1 << ei
+                                    for edge in by_label.get(label, ()):
+                                        v = edge[PARENT]
+                                        found[v] = found.get(v, 0) | 1 << edge[EDGE]
         return found
 
     def _climb(self, c: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]]) -> None:
@@ -413,31 +422,34 @@ class SharedLatticeEvaluator:
         if kid >= 0:
             self._eval_path(c, key, row, path, kid)
         sub = self.sub
-        for prel, prows, index, column, ready in self._ups[c]:
+        for up in self._ups[c]:
+            ready = up[UP_READY]
             if not ready:
                 continue
-            if index is not None:
-                parents = index.get(key)
+            holders, prows = up[UP_HOLDERS], up[UP_ROWS]
+            if holders is not None:
+                parents = holders.get(key)
                 if not parents:
                     continue
             else:
-                pk = row.values[column]
+                pk = row.values[up[UP_COLUMN]]
                 if pk is None or pk not in prows:
                     continue
                 parents = (pk,)
             for pk in parents:
                 prow = prows[pk]
-                for label in self._labels_of(prel, prow):
+                for label in self._labels_of(up[UP_RELATION], prow):
                     targets = ready.get(label)
                     if not targets:
                         continue
                     # a snapshot: entering a node may list its parents as ready (they are reached from it)
-                    for v, ei in tuple(targets):
+                    for edge in tuple(targets):
+                        v = edge[PARENT]
                         if pk not in sub[v]:
                             if not self._supported(v, pk, prow):
                                 continue
                             self._enter(v, pk, prow)
-                        path.append((v, pk, ei))
+                        path.append((v, pk, edge[EDGE]))
                         self._climb(v, pk, prow, path)
                         path.pop()
 
@@ -499,29 +511,33 @@ class SharedLatticeEvaluator:
         """Remove ``key`` from ``S[c]`` after every parent tuple that loses its only support (Alg. 5
         delete); parents first, while ``c`` still lists them as ready."""
         plan, sub = self.plan, self.sub
-        for prel, prows, index, column, ready in self._ups[c]:
+        for up in self._ups[c]:
+            ready = up[UP_READY]
             if not ready:
                 continue
-            if index is not None:
+            holders, prows, relation = up[UP_HOLDERS], up[UP_ROWS], up[UP_RELATION]
+            if holders is not None:
                 # parents hold the FK: this tuple was their only partner (keys are unique)
-                parents = index.get(key)
+                parents = holders.get(key)
                 if not parents:
                     continue
                 for pk in list(parents):
                     prow = prows[pk]
-                    for label in self._labels_of(prel, prow):
-                        for v, _ in tuple(ready.get(label, ())):
+                    for label in self._labels_of(relation, prow):
+                        for edge in tuple(ready.get(label, ())):
+                            v = edge[PARENT]
                             if pk in sub[v]:
                                 self._drop(v, pk, prow)
             else:
                 # this tuple holds the FK: the parent keeps S[v] if another tuple of S[c] references it
-                pk = row.values[column]
+                pk = row.values[up[UP_COLUMN]]
                 if pk is None or pk not in prows:
                     continue
                 prow = prows[pk]
-                for label in self._labels_of(prel, prow):
-                    for v, ei in tuple(ready.get(label, ())):
-                        if pk in sub[v] and len(self.index[c][plan.kids[v][ei][2]][pk]) == 1:
+                for label in self._labels_of(relation, prow):
+                    for edge in tuple(ready.get(label, ())):
+                        v = edge[PARENT]
+                        if pk in sub[v] and len(self.index[c][plan.kids[v][edge[EDGE]][FK]][pk]) == 1:
                             self._drop(v, pk, prow)
         self._leave(c, key, row)
 

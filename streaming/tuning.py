@@ -1,5 +1,6 @@
-"""The garbage collector's thresholds in processes that run the engine (the evaluators, ``python -m streaming``).
+"""How a process that runs the engine tunes the interpreter (the evaluators, ``python -m streaming``).
 
+**The garbage collector.**
 The engine holds many long-lived containers (the store, every lattice node's
 sub-relation and index, the live results) and allocates short-lived ones for
 each op, with no reference cycle among them. With CPython's default
@@ -10,12 +11,17 @@ took about a third of the op loop (benchmarks/results/README.md, "Many saved
 queries"). Collections stay on, for the cycles libraries make, but rarely.
 And a process that ends does not walk its heap once more: the interpreter's
 last collection at exit took a sixth of a ``run-plan`` of 1,000 queries.
+
+**One BLAS thread.** numpy (the selection constructs' vectorised evaluation)
+starts OpenBLAS's thread pool, whose idle threads spin: 2 % of a ``run-plan``'s
+CPU time went to them. The engine does no linear algebra.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
+import os
 
 __all__ = ["ENGINE_THRESHOLDS", "for_engine_process"]
 
@@ -24,6 +30,8 @@ ENGINE_THRESHOLDS = (100_000, 50, 100)
 
 def for_engine_process() -> None:
     """Collect the youngest generation every 100,000 allocations, the oldest 5,000 times less often,
-    and nothing at exit (what is alive then is freed with the process)."""
+    and nothing at exit (what is alive then is freed with the process); one OpenBLAS thread, unless
+    the environment says otherwise (before numpy is imported)."""
     gc.set_threshold(*ENGINE_THRESHOLDS)
     atexit.register(gc.freeze)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
