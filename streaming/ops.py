@@ -89,14 +89,14 @@ class OpDecoder:
         self.keys: dict[str, msgspec.json.Decoder] = {}
         for name, rel in schema.relations.items():
             if all(t in _FAST_TYPES for t in rel.attributes.values()):
-                # the key is required; any other attribute may be absent or null
-                fields = [(rel.key, _FAST_TYPES[rel.attributes[rel.key]])]
-                fields += [(a, _FAST_TYPES[t] | None, None) for a, t in rel.attributes.items() if a != rel.key]
-                struct = msgspec.defstruct(f"{name}Tuple", fields, forbid_unknown_fields=True)
+                # in the schema's order (the op's values keep it); the key is required, any other
+                # attribute may be absent or null
+                fields = [(a, _FAST_TYPES[t]) if a == rel.key else (a, _FAST_TYPES[t] | None, None)
+                          for a, t in rel.attributes.items()]
+                struct = msgspec.defstruct(f"{name}Tuple", fields, kw_only=True, forbid_unknown_fields=True)
                 self.tuples[name] = (msgspec.json.Decoder(struct), rel.key)
             if rel.attributes[rel.key] in _FAST_TYPES:
                 self.keys[name] = msgspec.json.Decoder(_FAST_TYPES[rel.attributes[rel.key]])
-        self.order = {name: tuple(rel.attributes) for name, rel in schema.relations.items()}
 
     def decode(self, line: str | bytes) -> Op | None:
         """The op of a line, or None: the line goes through :func:`parse_op`'s general checks."""
@@ -106,8 +106,7 @@ class OpDecoder:
             if envelope.__class__ is _Insert:
                 decoder, key = self.tuples[relation]
                 values = msgspec.structs.asdict(decoder.decode(envelope.tuple))
-                return Op("insert", relation, values[key], {a: values[a] for a in self.order[relation]},
-                          envelope.ts)
+                return Op("insert", relation, values[key], values, envelope.ts)
             return Op("delete", relation, self.keys[relation].decode(envelope.key), None, envelope.ts)
         except (msgspec.MsgspecError, KeyError):
             return None

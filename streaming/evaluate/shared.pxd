@@ -41,7 +41,7 @@ cdef class SharedLatticeEvaluator:
                    index=dict, columns=dict, values=dict, bucket=set, plan=SharedLatticePlan)
     cdef _leave(self, Py_ssize_t v, object key, LiveTuple row)
 
-    @cython.locals(sub=list, index=list, kid=tuple)
+    @cython.locals(sub=list, index=list, kids=tuple, kid=tuple)
     cdef bint _supported(self, Py_ssize_t v, object key, LiveTuple row)
 
     @cython.locals(labels=tuple, leaves=tuple, inner=tuple, added=list, sub=list, full=list, v=Py_ssize_t,
@@ -49,11 +49,11 @@ cdef class SharedLatticeEvaluator:
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
     @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=Py_ssize_t, edge=tuple,
-                   c=Py_ssize_t, members=dict, keys=set)
+                   c=Py_ssize_t, members=dict, keys=set, probes=tuple, probe=tuple)
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
     @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict)
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list)
@@ -67,5 +67,5 @@ cdef class SharedLatticeEvaluator:
     cpdef list delete(self, str relation, object key, LiveTuple row)
 
     @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, plan=SharedLatticePlan,
-                   up=tuple, holders=dict, relation=str)
+                   up=tuple, holders=dict, relation=str, ups=tuple)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)

@@ -352,7 +352,8 @@ class SharedLatticeEvaluator:
     def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
         """Whether the tuple joins at least one tuple of every child's sub-relation."""
         sub, index = self.sub, self.index
-        for kid in self.plan.kids[v]:
+        kids = self.plan.kids[v]
+        for kid in kids:
             if kid[HOLDS]:
                 if row.values[kid[COLUMN]] not in sub[kid[CHILD]]:
                     return False
@@ -389,8 +390,10 @@ class SharedLatticeEvaluator:
         ready = self._ready
         found: dict[int, int] = {}  # (a suspended node, with an empty child, is not among the ready)
         values = row.values
-        for column, members, join in self._out_probes[relation]:
-            value = values[column]
+        probes = self._out_probes[relation]
+        for probe in probes:
+            members, join = probe[1], probe[2]
+            value = values[probe[0]]
             if value is not None:
                 nodes = members.get(value)
                 if nodes:
@@ -401,8 +404,10 @@ class SharedLatticeEvaluator:
                                 for edge in by_label.get(label, ()):
                                     v = edge[PARENT]
                                     found[v] = found.get(v, 0) | 1 << edge[EDGE]
-        for index, members, join in self._in_probes[relation]:
-            keys = index.get(key)
+        probes = self._in_probes[relation]
+        for probe in probes:
+            members, join = probe[1], probe[2]
+            keys = probe[0].get(key)
             if keys:
                 for other in keys:
                     nodes = members.get(other)
@@ -422,7 +427,8 @@ class SharedLatticeEvaluator:
         if kid >= 0:
             self._eval_path(c, key, row, path, kid)
         sub = self.sub
-        for up in self._ups[c]:
+        ups = self._ups[c]
+        for up in ups:
             ready = up[UP_READY]
             if not ready:
                 continue
@@ -443,7 +449,8 @@ class SharedLatticeEvaluator:
                     if not targets:
                         continue
                     # a snapshot: entering a node may list its parents as ready (they are reached from it)
-                    for edge in tuple(targets):
+                    snapshot = tuple(targets)
+                    for edge in snapshot:
                         v = edge[PARENT]
                         if pk not in sub[v]:
                             if not self._supported(v, pk, prow):
@@ -511,7 +518,8 @@ class SharedLatticeEvaluator:
         """Remove ``key`` from ``S[c]`` after every parent tuple that loses its only support (Alg. 5
         delete); parents first, while ``c`` still lists them as ready."""
         plan, sub = self.plan, self.sub
-        for up in self._ups[c]:
+        ups = self._ups[c]
+        for up in ups:
             ready = up[UP_READY]
             if not ready:
                 continue
