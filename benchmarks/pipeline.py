@@ -310,7 +310,8 @@ def _saved_queries(demo: Any, entries: list[dict[str, Any]]) -> list[int]:
 
 
 def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: int, redis_url: str, workdir: Path,
-             source: str, trigger: float, drain_timeout: float, queries: list[dict[str, Any]]) -> dict[str, Any]:
+             source: str, trigger: float, drain_timeout: float, queries: list[dict[str, Any]],
+             clients: int = 0) -> dict[str, Any]:
     from kwmonitor.accounts.models import ApiToken
     from kwmonitor.streams.demo import load_demo
     from kwmonitor.streams.plans import publish_plan
@@ -321,6 +322,8 @@ def run_rate(rate: int, seconds: float, lines: list[str], port: int, web_pid: in
     stream, query_ids = demo.stream, [q.pk for q in demo.queries]
     if queries:
         query_ids = _saved_queries(demo, queries)
+    if clients:  # every k-th query, so the clients follow keyword and filter queries alike
+        query_ids = query_ids[::max(1, len(query_ids) // clients)][:clients]
     _, token = ApiToken.issue(get_user("bench"), f"bench {rate}")
     publish_plan(stream.pk)
     evaluator_id = stream.evaluator.pk
@@ -479,8 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "pipeline")
     parser.add_argument("--redis-db", type=int, default=3)
     parser.add_argument("--random-queries", type=int, default=0,
-                        help="replace the three demo queries by N random saved keyword queries "
+                        help="replace the three demo queries by N random saved queries "
                              "(streaming.workloads.queries), one websocket client each")
+    parser.add_argument("--keyword-sets", type=int, default=0,
+                        help="with --random-queries: draw their keyword sets uniformly from a pool of this many "
+                             "sets of the stream's words (as bench sharing's many-queries part; filter "
+                             "subscriptions among them), instead of the default skewed pool of 24")
+    parser.add_argument("--clients", type=int, default=0,
+                        help="websocket clients on that many of the queries (default: one per query)")
     args = parser.parse_args(argv)
 
     redis_url, lines = prepare(args.workdir, args.redis_db, int(max(args.rates) * args.seconds) + 1)
@@ -490,14 +499,19 @@ def main(argv: list[str] | None = None) -> int:
 
         schema_doc = json.loads((args.workdir / "workload" / "schema.json").read_text())
         profile = StreamProfile(schema_doc, (json.loads(line) for line in lines[:50_000]))
-        queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0)
+        if args.keyword_sets:
+            queries = random_queries(profile, args.random_queries, seed=7, pool=args.keyword_sets, skew=0.0,
+                                     word_skew=1.0)
+        else:
+            queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0),
+                                     filters=0)
 
     port, web, web_log = start_web(args.workdir)
     results = []
     try:
         for rate in args.rates:
             result = run_rate(rate, args.seconds, lines, port, web.pid, redis_url, args.workdir, args.source,
-                              args.trigger_seconds, args.drain_timeout, queries)
+                              args.trigger_seconds, args.drain_timeout, queries, args.clients)
             results.append(result)
             print(json.dumps(result), flush=True)
     finally:
@@ -508,8 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "source": args.source,
         "trigger_seconds": args.trigger_seconds,
-        "queries": (f"{len(queries)} random saved keyword queries (streaming.workloads.queries, seed 7)" if queries
+        "queries": (f"{len(queries)} random saved queries (streaming.workloads.queries, seed 7, "
+                    f"{len({tuple(q['keywords']) for q in queries})} keyword sets)" if queries
                     else "the three demo queries (kwmonitor.streams.demo.DEMO_QUERIES)"),
+        "websocket_clients": args.clients or len(queries) or 3,
         "query_definitions": queries,
         "results": results,
     }

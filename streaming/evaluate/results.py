@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
 __all__ = ["TupleRef", "EdgeRef", "Result", "Change", "ResultSet", "SharedResults", "make_result"]
 
@@ -11,15 +11,31 @@ TupleRef = tuple[str, Any]
 EdgeRef = tuple[TupleRef, TupleRef, str]
 
 
-class Result(NamedTuple):
+class Result:
     """One MTJNT: its tuples and its edges ``(holder tuple, referenced tuple, fk name)``, both sorted.
 
-    A named tuple: results are hashed and compared all the time (live sets,
-    deliveries), and a tuple's hash and equality are the interpreter's own.
+    Immutable, compared by value, and hashed once: results are hashed all
+    the time (live sets, deliveries, encodings), and a tuple of tuples would
+    be hashed anew each time.
     """
 
-    tuples: tuple[TupleRef, ...]
-    edges: tuple[EdgeRef, ...]
+    __slots__ = ("tuples", "edges", "_hash")
+
+    def __init__(self, tuples: tuple[TupleRef, ...], edges: tuple[EdgeRef, ...]):
+        self.tuples = tuples
+        self.edges = edges
+        self._hash = hash((tuples, edges))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return self._hash == hash(other) and self.tuples == other.tuples and self.edges == other.edges
+
+    def __repr__(self) -> str:
+        return f"Result(tuples={self.tuples!r}, edges={self.edges!r})"
 
     def to_json(self) -> dict[str, list]:
         return {"tuples": [list(t) for t in self.tuples], "edges": [[list(a), list(b), fk] for a, b, fk in self.edges]}
