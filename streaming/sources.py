@@ -24,9 +24,11 @@ Two sources (README, "How it runs"):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -41,6 +43,7 @@ __all__ = [
     "stamp",
     "split_seq",
     "allocate_seqs",
+    "LandingFile",
     "LandingWriter",
     "RedisStreamWriter",
     "writer_for",
@@ -166,8 +169,31 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+@dataclass(frozen=True)
+class LandingFile:
+    """One landing file before it is placed: its first seq, how many ops, its stamped lines."""
+
+    first_seq: int
+    count: int
+    data: bytes
+
+    @property
+    def name(self) -> str:
+        return landing_file_name(self.first_seq)
+
+    @property
+    def seqs(self) -> list[int]:
+        return list(range(self.first_seq, self.first_seq + self.count))
+
+
 class LandingWriter:
-    """Writes batches of ops as atomic NDJSON files in a stream's landing directory."""
+    """Writes batches of ops as atomic NDJSON files in a stream's landing directory.
+
+    :meth:`write` is :meth:`reserve` (seqs and stamped lines) then :meth:`place`
+    (the atomic rename) under the stream's lock; a writer that must record
+    what it is about to place before placing it (the PostgreSQL capture,
+    docs/sources.md) calls the two itself.
+    """
 
     def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path, lock_seconds: float | None = None):
         self.client = client
@@ -184,21 +210,40 @@ class LandingWriter:
         """
         if not ops:
             return []
-        self.directory.mkdir(parents=True, exist_ok=True)
+        with self.locked():
+            landing = self.reserve(ops)
+            self.place(landing)
+        return landing.seqs
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the stream's landing lock: files are placed in seq order."""
         wait = self.lock_seconds + 2.0
         lock = self.client.lock(Keys.stream_lock(self.stream_id), timeout=self.lock_seconds, blocking_timeout=wait)
         if not lock.acquire():
             raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {wait:g} s")
         try:
-            first = allocate_seqs(self.client, self.stream_id, len(ops))
-            text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
-            write_atomic(self.directory / landing_file_name(first), text.encode("utf-8"))
+            yield
         finally:
             try:
                 lock.release()
             except redis.RedisError:  # Redis went away: the lock expires by itself; the ops are stored
                 pass
-        return list(range(first, first + len(ops)))
+
+    def reserve(self, ops: Sequence[str]) -> LandingFile:
+        """Assign the next seqs to ``ops`` and stamp them (nothing is written yet)."""
+        first = allocate_seqs(self.client, self.stream_id, len(ops))
+        text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
+        return LandingFile(first, len(ops), text.encode("utf-8"))
+
+    def place(self, landing: LandingFile) -> None:
+        """Write the file whole into the directory (a synced temporary renamed into place)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.directory / landing.name, landing.data)
+
+    def placed(self, name: str) -> bool:
+        """Whether the file is in the directory or its archive."""
+        return (self.directory / name).exists() or (landing_archive(self.directory) / name).exists()
 
 
 # KEYS: seq counter, ops stream. ARGV: the op lines (compact JSON objects, never "{}").
