@@ -16,8 +16,8 @@ kill left (:meth:`~streaming.capture.sinks.OpSink.recover`), and then
    at ``batch_ops`` ops or after ``batch_seconds``), and only then is the end
    LSN of the last one confirmed to the slot.
 
-A transaction that ends before the stored LSN is skipped (the server resends
-what it was not told is stored). SIGTERM (:meth:`stop`) seals what is whole
+A restart asks the slot for what commits from the stored LSN on: the server
+sends nothing stored again, whatever it was last told. SIGTERM (:meth:`stop`) seals what is whole
 and drops a transaction half received; ``idle_exit`` stops after that many
 seconds without a change.
 """
@@ -88,6 +88,45 @@ class CaptureProgress:
                 "bytes_behind": self.bytes_behind, "seconds_behind": self.seconds_behind, "ops": self.ops,
                 "transactions": self.transactions, "last_commit_ts": self.last_commit_ts,
                 "stored_at": self.stored_at}
+
+
+@dataclass
+class _Batch:
+    """The whole transactions staged since the last seal, and the one being received."""
+
+    stored: int  # everything committed before it is sealed
+    ts: float  # the newest ts given: commit times, never going back
+    total: int  # ops sealed since the slot was made
+    end: int  # end LSN of the newest whole transaction staged
+    ops: int = 0
+    transactions: int = 0
+    since: float | None = None  # when its first op was staged
+    commit_ts: float | None = None
+    open: Begin | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.open is None and self.ops == 0
+
+    def due(self, drained: bool, most_ops: int, most_seconds: float) -> bool:
+        """Whether to seal now: whole transactions wait only while more is coming, up to a size and an age."""
+        if self.open is not None or self.end <= self.stored:
+            return False
+        return drained or self.ops >= most_ops or time.monotonic() - (self.since or 0.0) >= most_seconds
+
+    def confirmable(self, sent: int) -> int:
+        """What the server may be told is stored: past what it sent when nothing is open or unsealed here."""
+        return max(self.stored, sent) if self.empty else self.stored
+
+
+def _ops(ops: ChangeOps, message: Insert | Update | Delete | Truncate, ts: float) -> list[dict[str, Any]]:
+    if isinstance(message, Insert):
+        return ops.insert(message, ts)
+    if isinstance(message, Update):
+        return ops.update(message, ts)
+    if isinstance(message, Delete):
+        return ops.delete(message, ts)
+    return ops.truncate(message, ts)
 
 
 class Capture:
@@ -228,90 +267,69 @@ class Capture:
 
     def _follow(self, ops: ChangeOps) -> None:
         position = self.state.position()
-        stored, last_ts, total = position.lsn, position.ts, position.ops
+        batch = _Batch(stored=position.lsn, ts=position.ts or 0.0, total=position.ops, end=position.lsn)
         if self._stream is None:
             self._stream = ReplicationStream(self.config.dsn, self.config.slot, self.config.publication)
         stream = self._stream
-        stream.start(stored)
-        self.progress.phase, self.progress.lsn, self.progress.ops = "streaming", stored, total
+        stream.start(batch.stored)  # the server sends what commits from there, whatever it was told before
+        self.progress.phase, self.progress.lsn, self.progress.ops = "streaming", batch.stored, batch.total
         self._report(force=True)
-        begin: Begin | None = None
-        skipping = False
-        ts = last_ts or 0.0
-        staged_ops = 0
-        staged_since: float | None = None
-        pending_end = stored  # end LSN of the newest whole transaction staged
-        pending_commit_ts: float | None = None
-        transactions = 0
-        sent = stored  # what the server last said it sent
-        last_change = time.monotonic()
-        last_feedback = time.monotonic()
+        sent = batch.stored  # the server has sent every transaction that committed before this
+        last_change = last_feedback = time.monotonic()
         while not self._stopping.is_set():
             received, drained = stream.read(timeout=min(0.5, self.config.report_seconds))
             for item in received:
                 if isinstance(item, Keepalive):
                     sent = max(sent, item.sent)
                     if item.reply:
-                        stream.confirm(self._confirmable(stored, sent, begin, staged_ops))
+                        stream.confirm(batch.confirmable(sent))
                         last_feedback = time.monotonic()
-                    continue
-                message = decode(item.payload)
-                if isinstance(message, Begin):
-                    begin, skipping = message, message.final_lsn < stored
-                    ts = max(ts, message.commit_ts)
-                elif isinstance(message, Commit):
-                    if not skipping:
-                        pending_end, pending_commit_ts = message.end_lsn, message.commit_ts
-                        transactions += 1
-                        last_ts = ts
-                    begin, skipping = None, False
-                elif isinstance(message, Relation):
-                    ops.relation(message)
-                elif not skipping and isinstance(message, (Insert, Update, Delete, Truncate)):
-                    lines = [orjson.dumps(op) for op in self._ops(ops, message, ts)]
-                    if lines:
-                        self.sink.stage(lines)
-                        staged_ops += len(lines)
-                        staged_since = staged_since or time.monotonic()
-                        last_change = time.monotonic()
-            whole = begin is None and pending_end > stored
-            if whole and (drained or staged_ops >= self.config.batch_ops
-                          or time.monotonic() - (staged_since or 0) >= self.config.batch_seconds):
-                total += staged_ops
-                self.sink.seal(lsn=pending_end, ts=last_ts, ops=total)
-                stream.confirm(pending_end)
-                stored, staged_ops, staged_since = pending_end, 0, None
+                elif self._take(decode(item.payload), ops, batch):
+                    last_change = time.monotonic()
+            if batch.due(drained, self.config.batch_ops, self.config.batch_seconds):
+                self._seal(batch, stream)
                 last_feedback = time.monotonic()
-                self.progress.lsn, self.progress.ops = stored, total
-                self.progress.transactions += transactions
-                self.progress.last_commit_ts, self.progress.stored_at = pending_commit_ts, time.time()
-                transactions = 0
             if time.monotonic() - last_feedback >= self.config.feedback_seconds:
-                stream.confirm(self._confirmable(stored, sent, begin, staged_ops), ask_reply=True)
+                stream.confirm(batch.confirmable(sent), ask_reply=True)
                 last_feedback = time.monotonic()
-            self.progress.lsn = max(self.progress.lsn, self._confirmable(stored, sent, begin, staged_ops))
+            self.progress.lsn = max(self.progress.lsn, batch.confirmable(sent))
             self._report()
-            idle = begin is None and staged_ops == 0
-            if idle and self.config.idle_exit is not None and time.monotonic() - last_change >= self.config.idle_exit:
+            idle_for = time.monotonic() - last_change
+            if batch.empty and self.config.idle_exit is not None and idle_for >= self.config.idle_exit:
                 break
-        if begin is not None or staged_ops:
+        if not batch.empty:
             self.sink.abandon()  # a transaction half received, or staged but not sealed: the slot sends it again
         self._report(force=True)
 
-    @staticmethod
-    def _confirmable(stored: int, sent: int, begin: Begin | None, staged_ops: int) -> int:
-        """What may be confirmed: past the server's sent position when nothing is open or unsealed here."""
-        return max(stored, sent) if begin is None and staged_ops == 0 else stored
+    def _take(self, message: Any, ops: ChangeOps, batch: "_Batch") -> bool:
+        """Stage one pgoutput message's ops in ``batch``; whether it had any."""
+        if isinstance(message, Begin):
+            batch.open = message
+            batch.ts = max(batch.ts, message.commit_ts)
+        elif isinstance(message, Commit):
+            batch.open = None
+            batch.end, batch.commit_ts = message.end_lsn, message.commit_ts
+            batch.transactions += 1
+        elif isinstance(message, Relation):
+            ops.relation(message)
+        elif isinstance(message, (Insert, Update, Delete, Truncate)):
+            lines = [orjson.dumps(op) for op in _ops(ops, message, batch.ts)]
+            if lines:
+                self.sink.stage(lines)
+                batch.ops += len(lines)
+                batch.since = batch.since or time.monotonic()
+                return True
+        return False
 
-    @staticmethod
-    def _ops(ops: ChangeOps, message: Insert | Update | Delete | Truncate, ts: float) -> list[dict[str, Any]]:
-        if isinstance(message, Insert):
-            return ops.insert(message, ts)
-        if isinstance(message, Update):
-            return ops.update(message, ts)
-        if isinstance(message, Delete):
-            return ops.delete(message, ts)
-        return ops.truncate(message, ts)
+    def _seal(self, batch: "_Batch", stream: ReplicationStream) -> None:
+        """Make the batch durable with the state, then tell the server."""
+        batch.total += batch.ops
+        self.sink.seal(lsn=batch.end, ts=batch.ts, ops=batch.total)
+        stream.confirm(batch.end)
+        self.progress.lsn, self.progress.ops = batch.end, batch.total
+        self.progress.transactions += batch.transactions
+        self.progress.last_commit_ts, self.progress.stored_at = batch.commit_ts, time.time()
+        batch.stored, batch.ops, batch.transactions, batch.since = batch.end, 0, 0, None
 
     # ------------------------------------------------------------------ progress
 

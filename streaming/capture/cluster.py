@@ -33,7 +33,6 @@ SERVER_SETTINGS = {
     "shared_buffers": "32MB",
     "max_connections": "40",
     "fsync": "off",
-    "synchronous_commit": "off",
     "full_page_writes": "off",
 }
 
