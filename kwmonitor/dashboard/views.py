@@ -34,6 +34,7 @@ from .access import (may_see_dead_letter_lines, visible_aggregates, visible_quer
 from .health import health_report
 from .processes import stream_processes
 from .schema_graph import draw_schema
+from .source import source_panel
 
 __all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status", "favicon"]
 
@@ -199,6 +200,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "queries": visible_queries(request.user).filter(stream=stream).order_by("name"),
             "subscriptions": visible_subscriptions(request.user).filter(stream=stream).order_by("name"),
             "aggregates": _aggregate_tiles(visible_aggregates(request.user).filter(stream=stream)),
+            "source": source_panel(stream),
             "page": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}",
                      "show_lines": show_lines},
             "status": _status_config(report),

@@ -9,6 +9,11 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from kombu.exceptions import OperationalError
 
+from kwmonitor.catalog.models import Schema
+from streaming.capture.catalog import CatalogError
+from streaming.schema import Schema as SchemaGraph
+from streaming.schema import SchemaError
+
 from .models import (
     DeadLetterRecord,
     DroppingSample,
@@ -20,6 +25,7 @@ from .models import (
     SubscriptionResultRecord,
 )
 from .plans import request_narrowing
+from .postgres import SourceUnreachable, publication_of
 from .tasks import start_evaluator, stop_evaluator
 
 
@@ -27,11 +33,17 @@ UPLOAD_MAX_BYTES = 1 << 20
 
 
 class StreamForm(forms.ModelForm):
-    """A stream; an XML stream's DTD and mapping may also be uploaded as files (they replace the text fields)."""
+    """A stream; an XML stream's DTD and mapping may also be uploaded as files (they replace the text fields); a
+    PostgreSQL source's schema may be made from the publication's tables (read from the catalog on save)."""
 
     dtd_file = forms.FileField(required=False, label="DTD file", help_text="Replaces the DTD above (UTF-8 text).")
     mapping_file = forms.FileField(required=False, label="mapping file",
                                    help_text="Replaces the mapping above (a JSON document).")
+    schema_from_catalog = forms.BooleanField(
+        required=False, label="Create the schema from the catalog",
+        help_text="PostgreSQL source: make (or remake) the stream's schema, named after the stream, from the "
+                  "publication's tables: each table a relation keyed by its primary key, its columns typed, its "
+                  "foreign keys between published tables. Remaking it means resetting the stream.")
 
     class Meta:
         model = Stream
@@ -59,7 +71,33 @@ class StreamForm(forms.ModelForm):
                 cleaned["xml_mapping"] = json.loads(mapping)
             except ValueError as exc:
                 raise forms.ValidationError({"mapping_file": f"not JSON: {exc}"}) from None
+        if cleaned.get("schema_from_catalog"):
+            self.catalog = self._read_catalog(cleaned)
+            self.instance.schema_from_catalog = True
         return cleaned
+
+    catalog: tuple[dict, tuple[str, ...]] | None = None
+
+    def _read_catalog(self, cleaned: dict) -> tuple[dict, tuple[str, ...]]:
+        """The schema document of the publication's tables, named after the stream, and what it left out."""
+        if cleaned.get("source_kind") != "postgres":
+            raise forms.ValidationError({"schema_from_catalog": "Only a PostgreSQL source has a catalog to read."})
+        probe = Stream(name=cleaned.get("name") or "", source_dsn_env=cleaned.get("source_dsn_env") or "",
+                       source_publication=cleaned.get("source_publication") or "")
+        try:
+            publication = publication_of(probe)
+            doc = dict(publication.schema_document(), name=probe.name)
+            SchemaGraph.from_dict(doc)
+        except (SourceUnreachable, CatalogError, SchemaError) as exc:
+            raise forms.ValidationError({"source_publication": str(exc)}) from None
+        existing = Schema.objects.filter(name=probe.name).first()
+        if existing is not None:
+            mine = self.instance.pk is not None and existing.pk == self.instance.schema_id
+            if not mine or existing.streams.exclude(pk=self.instance.pk).exists():
+                raise forms.ValidationError({"schema_from_catalog": (
+                    f"A schema named {probe.name!r} exists and belongs to something else: rename the stream or "
+                    "that schema.")})
+        return doc, publication.notes
 
 
 @admin.register(Stream)
@@ -70,8 +108,21 @@ class StreamAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "created")
     fields = ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file", "source_kind",
+              "source_dsn_env", "source_publication", "source_slot", "schema_from_catalog",
               "evaluator_processes", "preprocess", "placement", "ingest_token", "ingest_url", "source", "created")
     actions = ["regenerate_token", "narrow"]
+
+    def save_model(self, request, obj: Stream, form, change) -> None:
+        """A schema read from the catalog is made (or remade) in the same transaction as the stream."""
+        if form.catalog is not None:
+            doc, notes = form.catalog
+            obj.schema = Schema.import_document(doc, description=f"The tables of PostgreSQL publication "
+                                                                 f"{obj.source_publication!r}.", replace=True)
+            relations = ", ".join(r["name"] for r in doc["relations"])
+            self.message_user(request, f"Schema {doc['name']!r} made from the catalog: {relations}.", messages.SUCCESS)
+            for note in notes:
+                self.message_user(request, f"Left out of the schema: {note}.", messages.WARNING)
+        super().save_model(request, obj, form, change)
 
     @admin.display(description="evaluator")
     def evaluator_status(self, obj: Stream) -> str:
@@ -82,6 +133,8 @@ class StreamAdmin(admin.ModelAdmin):
     def ingest_url(self, obj: Stream) -> str:
         if not obj.pk:
             return "-"
+        if obj.is_captured:
+            return "closed: the capture of the PostgreSQL publication is the stream's only writer"
         body = "application/xml items" if obj.is_xml else "application/x-ndjson ops"
         return f"POST {reverse('ingest:ingest', args=[obj.pk])} ({body}) with Authorization: Bearer <ingest token>"
 

@@ -120,6 +120,9 @@ class LandingSink:
         self._staged = 0
 
     def recover(self) -> None:
+        if self.state.position().phase is None and self.writer.client.exists(bus.Keys.stream_seq(self.writer.stream_id)):
+            raise CaptureError(f"stream {self.writer.stream_id} already holds ops but its capture state is new: "
+                               "reset the stream (manage.py reset_stream) to capture the publication from a snapshot")
         self._place()
 
     def stage(self, lines: list[bytes]) -> None:
