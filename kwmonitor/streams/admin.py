@@ -103,13 +103,14 @@ class StreamForm(forms.ModelForm):
 @admin.register(Stream)
 class StreamAdmin(admin.ModelAdmin):
     form = StreamForm
-    list_display = ("name", "schema", "item_format", "source_kind", "evaluator_status", "created")
+    list_display = ("name", "schema", "item_format", "source_kind", "user_queries", "evaluator_status", "created")
     list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "created")
     fields = ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file", "source_kind",
               "source_dsn_env", "source_publication", "source_slot", "schema_from_catalog",
-              "evaluator_processes", "preprocess", "placement", "ingest_token", "ingest_url", "source", "created")
+              "user_queries", "evaluator_processes", "preprocess", "placement", "ingest_token", "ingest_url", "source",
+              "created")
     actions = ["regenerate_token", "narrow"]
 
     def save_model(self, request, obj: Stream, form, change) -> None:

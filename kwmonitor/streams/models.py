@@ -94,6 +94,10 @@ class Stream(models.Model):
                   '{"path": "en", "type": "float"}}}]}; its relations must be in the stream\'s schema.')
     xml_next_keys = models.JSONField(
         default=dict, blank=True, editable=False, help_text="The next generated key of each mapped relation.")
+    user_queries = models.BooleanField(
+        "open to user queries", default=False,
+        help_text="Signed-in users may write their own keyword queries on this stream from the dashboard (its "
+                  "schema is then shown to them); staff always may.")
     narrow_requests = models.PositiveIntegerField(
         default=0, help_text="Bumped to narrow every sharing class of the stream now (manage.py narrow_stream).")
     evaluator_processes = models.PositiveSmallIntegerField(
