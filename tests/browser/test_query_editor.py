@@ -8,35 +8,20 @@ cost read a sharing report published as an evaluator would). Screenshots in var/
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
 from playwright.sync_api import expect, sync_playwright
 
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.models import Stream
 from streaming import bus
 from streaming.events import SharingReport
-from tests.browser.server import ROOT, asgi_server
+from tests.browser.server import ROOT, asgi_server, orm
 from tests.browser.test_query_dashboard import CHROMIUM
 
 pytestmark = [pytest.mark.browser, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 SHOTS = ROOT / "var" / "screenshots"
-
-
-def orm(call):
-    """Run a database call outside Playwright's event loop (Django refuses the ORM inside one)."""
-
-    def run():
-        try:
-            return call()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def saved(name: str) -> tuple:
