@@ -53,6 +53,9 @@ class CaptureConfig:
     idle_exit: float | None = None
     batch_ops: int = 10_000
     batch_seconds: float = 0.2
+    #: a batch waits this long for more transactions even when none is coming (0: sealed as soon as the socket
+    #: is drained); a landing directory gets fewer, larger files, its reader polls every 0.25 s anyway
+    linger_seconds: float = 0.0
     #: how often the progress is reported and the server's WAL position read
     report_seconds: float = 1.0
     #: how often the server is told where the capture is when nothing is sealed
@@ -108,11 +111,13 @@ class _Batch:
     def empty(self) -> bool:
         return self.open is None and self.ops == 0
 
-    def due(self, drained: bool, most_ops: int, most_seconds: float) -> bool:
-        """Whether to seal now: whole transactions wait only while more is coming, up to a size and an age."""
+    def due(self, drained: bool, config: CaptureConfig) -> bool:
+        """Whether to seal now: whole transactions wait while more is coming (and ``linger_seconds`` at least),
+        up to ``batch_ops`` ops and ``batch_seconds``."""
         if self.open is not None or self.end <= self.stored:
             return False
-        return drained or self.ops >= most_ops or time.monotonic() - (self.since or 0.0) >= most_seconds
+        age = time.monotonic() - (self.since or 0.0)
+        return (drained and age >= config.linger_seconds) or self.ops >= config.batch_ops or age >= config.batch_seconds
 
     def confirmable(self, sent: int) -> int:
         """What the server may be told is stored: past what it sent when nothing is open or unsealed here."""
@@ -277,7 +282,8 @@ class Capture:
         sent = batch.stored  # the server has sent every transaction that committed before this
         last_change = last_feedback = time.monotonic()
         while not self._stopping.is_set():
-            received, drained = stream.read(timeout=min(0.5, self.config.report_seconds))
+            waiting = batch.end > batch.stored  # a whole batch lingers: look again soon
+            received, drained = stream.read(timeout=0.05 if waiting else min(0.5, self.config.report_seconds))
             for item in received:
                 if isinstance(item, Keepalive):
                     sent = max(sent, item.sent)
@@ -286,7 +292,7 @@ class Capture:
                         last_feedback = time.monotonic()
                 elif self._take(decode(item.payload), ops, batch):
                     last_change = time.monotonic()
-            if batch.due(drained, self.config.batch_ops, self.config.batch_seconds):
+            if batch.due(drained, self.config):
                 self._seal(batch, stream)
                 last_feedback = time.monotonic()
             if time.monotonic() - last_feedback >= self.config.feedback_seconds:
