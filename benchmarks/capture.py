@@ -5,6 +5,7 @@ under ``--workdir`` and measures, on this machine::
 
     .venv/bin/python benchmarks/capture.py transport    # docs/sources.md, "Why the replication protocol"
     .venv/bin/python benchmarks/capture.py throughput   # docs/sources.md, "Throughput"
+    .venv/bin/python benchmarks/capture.py live         # the same, pgbench inserting meanwhile
 
 ``transport`` reads the same pgoutput messages two ways, decoding them with
 the capture's decoder and nothing else: the replication protocol
@@ -17,8 +18,10 @@ transaction open, which holds the slot's restart point back.
 
 ``throughput`` runs ``python -m streaming cdc`` itself (snapshot, ops file,
 state, fsyncs): the changes per second it drains from a backlog of
-single-row INSERT transactions (pgbench-style) and of 100-row ones, and the
-delay of each change while a writer commits as fast as it can.
+single-row INSERT transactions and of 100-row ones. ``live`` runs the
+capture while ``pgbench`` commits single-row INSERTs as fast as it can:
+the rate it keeps up with and how far behind it is (seconds from a commit
+to its ops being stored, bytes of WAL).
 
 Prints a line per measure and merges the numbers into ``--out``
 (``benchmarks/results/capture.json``).
@@ -271,9 +274,54 @@ def throughput(cluster: LogicalCluster, rows: int, workdir: Path) -> dict[str, A
     return out
 
 
+def live(cluster: LogicalCluster, seconds: float, clients: int, workdir: Path) -> dict[str, Any]:
+    """pgbench inserting single-row transactions as fast as it can while the capture follows: the rate it
+    keeps up with, and how far behind it is."""
+    from streaming.capture.capture import Capture, CaptureConfig
+    from streaming.capture.sinks import FileSink
+    from streaming.capture.state import CaptureState
+
+    dsn = fresh_database(cluster, "bench_live")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE ids START 1")
+    for name in ("live.ndjson", "live.state", "live.state-wal", "live.state-shm"):
+        (workdir / name).unlink(missing_ok=True)
+    script = workdir / "insert.sql"
+    script.write_text("INSERT INTO t VALUES (nextval('ids'), 1, 'pgbench row');\n")
+    samples: list[tuple[float, int]] = []
+    state = CaptureState(workdir / "live.state")
+    capture = Capture(CaptureConfig(dsn=dsn, publication="p", slot="live", report_seconds=0.5),
+                      FileSink(workdir / "live.ndjson", state),
+                      on_progress=lambda p: samples.append((p.seconds_behind or 0.0, p.bytes_behind))
+                      if p.phase == "streaming" and p.lsn else None)
+    runner = threading.Thread(target=capture.run)
+    runner.start()
+    while not samples or capture.progress.phase != "streaming":
+        time.sleep(0.1)
+    began, cpu0 = time.perf_counter(), time.process_time()
+    bench = subprocess.run([str(cluster.bindir / "pgbench"), "-n", "-c", str(clients), "-j", str(clients),
+                            "-T", str(int(seconds)), "-f", str(script), dsn], capture_output=True, text=True)
+    while capture.progress.bytes_behind > 0 or capture.progress.ops < lines(workdir / "live.ndjson"):
+        time.sleep(0.1)
+    drained = time.perf_counter() - began
+    capture.stop()
+    runner.join()
+    state.close()
+    stored = lines(workdir / "live.ndjson")
+    tps = next((float(line.split("=")[1].split()[0]) for line in bench.stdout.splitlines() if line.startswith("tps")), 0)
+    behind = sorted(s for s, _ in samples[len(samples) // 10:])  # past the first reports
+    return {"pgbench_clients": clients, "pgbench_seconds": seconds, "pgbench_tps": round(tps), "changes": stored,
+            "drained_seconds": round(drained, 2), "changes_per_second": round(stored / drained),
+            "seconds_behind_p50": round(behind[len(behind) // 2], 3), "seconds_behind_p99": round(
+                behind[int(len(behind) * 0.99)], 3), "bytes_behind_max": max(b for _, b in samples),
+            "capture_cpu_share": round((time.process_time() - cpu0) / drained, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("transport", "throughput"))
+    parser.add_argument("part", choices=("transport", "throughput", "live"))
+    parser.add_argument("--seconds", type=float, default=20.0, help="live: how long pgbench inserts")
+    parser.add_argument("--clients", type=int, default=2, help="live: pgbench clients")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "capture")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "capture.json")
@@ -282,8 +330,13 @@ def main() -> None:
     cluster = LogicalCluster(args.workdir / "postgres")
     cluster.start()
     try:
-        numbers = (transport(cluster, args.rows) if args.part == "transport"
-                   else throughput(cluster, args.rows, args.workdir))
+        if args.part == "transport":
+            numbers = transport(cluster, args.rows)
+        elif args.part == "throughput":
+            numbers = throughput(cluster, args.rows, args.workdir)
+        else:
+            numbers = live(cluster, args.seconds, args.clients, args.workdir)
+            print(f"capture behind pgbench: {json.dumps(numbers)}", flush=True)
     finally:
         cluster.stop()
     results = json.loads(args.out.read_text()) if args.out.exists() else {}

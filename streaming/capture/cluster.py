@@ -45,7 +45,7 @@ def postgres_bindir() -> Path:
     """Where ``initdb`` and ``pg_ctl`` are (PATH first, then Debian's newest installed version)."""
     found = shutil.which("pg_ctl")
     if found:
-        return Path(found).parent
+        return Path(found).resolve().parent  # Debian links a few into /usr/local/bin; the rest sit beside it
     versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parent.parent.name)
                       if p.parent.parent.name.isdigit() else 0)
     if not versions:
