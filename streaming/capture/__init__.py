@@ -13,3 +13,9 @@ moment and started again, the sink holds every committed change exactly once.
 stream, ``python -m streaming cdc`` the command line; :mod:`.cluster` starts a
 throwaway PostgreSQL with ``wal_level=logical`` for tests and the demo.
 """
+
+__all__ = ["CaptureError"]
+
+
+class CaptureError(RuntimeError):
+    """The capture cannot go on; the message says why and what to do."""

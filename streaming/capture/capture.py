@@ -34,7 +34,8 @@ import psycopg
 from psycopg import sql
 
 from .catalog import Publication, read_publication, text_loaders
-from .changes import CaptureError, ChangeOps
+from . import CaptureError
+from .changes import ChangeOps
 from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, format_lsn, parse_lsn
 from .replication import Keepalive, ReplicationStream, session_conninfo
 from .sinks import OpSink

@@ -19,14 +19,11 @@ import datetime as dt
 import math
 from typing import Any, Callable, Iterable, Protocol
 
+from . import CaptureError
 from .catalog import Publication, PublishedTable
 from .pgoutput import UNCHANGED, Delete, Insert, Relation, Truncate, Update, Value
 
-__all__ = ["CaptureError", "RowStore", "from_text", "ChangeOps"]
-
-
-class CaptureError(RuntimeError):
-    """The capture cannot go on; the message says why and what to do."""
+__all__ = ["RowStore", "from_text", "ChangeOps"]
 
 
 class RowStore(Protocol):

@@ -34,7 +34,7 @@ from streaming.sources import LandingWriter
 
 from .capture import Capture, CaptureConfig, CaptureProgress
 from .catalog import CatalogError
-from .changes import CaptureError
+from . import CaptureError
 from .sinks import LandingSink
 from .state import CaptureState, StateBusy
 

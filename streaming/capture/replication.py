@@ -26,7 +26,7 @@ import psycopg
 from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .changes import CaptureError
+from . import CaptureError
 from .pgoutput import PG_EPOCH, format_lsn, parse_lsn
 
 __all__ = ["SESSION_OPTIONS", "session_conninfo", "XLogData", "Keepalive", "ReplicationStream"]

@@ -32,7 +32,7 @@ import redis
 from streaming import bus
 from streaming.sources import LandingFile, LandingWriter
 
-from .changes import CaptureError
+from . import CaptureError
 from .state import CaptureState
 
 __all__ = ["OpSink", "FileSink", "LandingSink"]

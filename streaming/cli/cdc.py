@@ -24,7 +24,7 @@ import psycopg
 
 from ..capture.capture import Capture, CaptureConfig
 from ..capture.catalog import CatalogError, Publication
-from ..capture.changes import CaptureError
+from ..capture import CaptureError
 from ..capture.pgoutput import format_lsn
 from ..capture.sinks import FileSink
 from ..capture.state import CaptureState, StateBusy

@@ -18,7 +18,7 @@ import pytest
 
 from streaming.capture.capture import Capture, CaptureConfig
 from streaming.capture.catalog import CatalogError
-from streaming.capture.changes import CaptureError
+from streaming.capture import CaptureError
 from streaming.capture.sinks import FileSink
 from streaming.capture.state import CaptureState
 from streaming.schema import Schema

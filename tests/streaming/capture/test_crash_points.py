@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import psycopg
 import pytest
 
@@ -19,7 +20,7 @@ from streaming.capture.capture import Capture, CaptureConfig
 from streaming.capture.sinks import FileSink, LandingSink
 from streaming.capture.state import CaptureState
 from streaming.schema import Schema
-from streaming.sources import LandingWriter, read_landing, split_seq
+from streaming.sources import LandingFile, LandingWriter, read_landing, split_seq
 from tests.streaming.capture.reference import replay, table_rows
 
 SCHEMA = Schema.from_dict({"name": "shop", "relations": [
@@ -54,8 +55,6 @@ def crashing(base: type, point: str, seal_number: int) -> type:
                 self.state.pending = lambda: []  # placed, but the state still lists them when it dies
                 try:
                     for first, count, data in pending():
-                        from streaming.sources import LandingFile
-
                         self.writer.place(LandingFile(first, count, data))
                 finally:
                     del self.state.pending
@@ -119,5 +118,5 @@ def test_landing_sink(source_db, tmp_path, redis_client, point):
     stored = [split_seq(line) for line in read_landing(directory)]
     seqs = [seq for seq, _ in stored]
     assert seqs == sorted(set(seqs))  # each seq once, in file order
-    lines = [__import__("orjson").dumps(op) for _, op in stored]
+    lines = [orjson.dumps(op) for _, op in stored]
     assert replay(lines, SCHEMA) == table_rows(source_db, SCHEMA)
