@@ -16,10 +16,11 @@ kill left (:meth:`~streaming.capture.sinks.OpSink.recover`), and then
    at ``batch_ops`` ops or after ``batch_seconds``), and only then is the end
    LSN of the last one confirmed to the slot.
 
-A restart asks the slot for what commits from the stored LSN on: the server
-sends nothing stored again, whatever it was last told. SIGTERM (:meth:`stop`) seals what is whole
-and drops a transaction half received; ``idle_exit`` stops after that many
-seconds without a change.
+A restart asks the slot for what commits from the stored LSN on, so the
+server sends nothing stored again, whatever it was last told. SIGTERM
+(:meth:`stop`) seals the whole transactions staged, or drops the batch if a
+transaction is half received (it comes again); ``idle_exit`` stops after that
+many seconds without a change.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import orjson
 import psycopg
 from psycopg import sql
 
-from .catalog import Publication, read_publication, text_loaders
+from ..schema import Schema
 from . import CaptureError
+from .catalog import Publication, read_publication, text_loaders
 from .changes import ChangeOps
 from .pgoutput import Begin, Commit, Delete, Insert, Relation, Truncate, Update, decode, format_lsn, parse_lsn
 from .replication import Keepalive, ReplicationStream, session_conninfo
@@ -125,6 +127,11 @@ class _Batch:
         return max(self.stored, sent) if self.empty else self.stored
 
 
+def _canonical(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema document's relations as the contract reads them, in name order (for comparing two)."""
+    return sorted(Schema.from_dict(schema).to_dict()["relations"], key=lambda r: r["name"])
+
+
 def _ops(ops: ChangeOps, message: Insert | Update | Delete | Truncate, ts: float) -> list[dict[str, Any]]:
     if isinstance(message, Insert):
         return ops.insert(message, ts)
@@ -163,10 +170,10 @@ class Capture:
         try:
             self._sql = psycopg.connect(session_conninfo(self.config.dsn), autocommit=True)
             self._check_server()
+            self._check_owner()
             publication = self._publication()
             if self.on_schema is not None:
                 self.on_schema(publication)
-            self._check_owner()
             self.sink.recover()
             ops = ChangeOps(publication, self.state)
             self.progress.notes = ops.notes
@@ -189,7 +196,7 @@ class Capture:
         assert self._sql is not None
         catalog = read_publication(self._sql, self.config.publication)
         stored = self.state.schema()
-        if stored is not None and self.schema is not None and stored != self.schema:
+        if stored is not None and self.schema is not None and _canonical(stored) != _canonical(self.schema):
             raise CaptureError(f"the stream's schema is not the one {self.sink.description} was captured with: "
                                "reset the stream to capture it again with the new schema")
         wanted = stored or self.schema
@@ -304,8 +311,10 @@ class Capture:
             idle_for = time.monotonic() - last_change
             if batch.empty and self.config.idle_exit is not None and idle_for >= self.config.idle_exit:
                 break
-        if not batch.empty:
-            self.sink.abandon()  # a transaction half received, or staged but not sealed: the slot sends it again
+        if batch.open is None and batch.end > batch.stored:
+            self._seal(batch, stream)
+        elif not batch.empty:
+            self.sink.abandon()  # a transaction half received: the batch comes again from the slot
         self._report(force=True)
 
     def _take(self, message: Any, ops: ChangeOps, batch: "_Batch") -> bool:

@@ -8,7 +8,6 @@ streaming.capture`` process (the primary evaluator is the heartbeat stand-in: no
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import orjson
@@ -26,6 +25,7 @@ from streaming import bus
 from streaming.schema import Schema as SchemaGraph
 from streaming.sources import read_landing, split_seq
 from tests.kwmonitor.streams.conftest import HEARTBEAT_COMMAND
+from tests.kwmonitor.streams.test_supervisor import wait_for
 from tests.streaming.capture.reference import replay, table_rows
 
 TABLES = """
@@ -91,16 +91,6 @@ def test_what_the_admin_refuses(staff_client, tables, ecommerce_schema, changes,
     assert not Stream.objects.filter(name="pgshop").exists() and not Schema.objects.filter(name="pgshop").exists()
 
 
-def wait_for(condition, timeout: float = 60.0, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s")
-
-
 def landing_ops(stream: Stream) -> list[bytes]:
     return [orjson.dumps(split_seq(line)[1]) for line in read_landing(stream.landing_path())]
 
@@ -134,9 +124,9 @@ def test_the_supervisor_runs_the_capture_into_the_landing_directory(tables, redi
     wait_for(lambda: len(landing_ops(stream)) == 3, timeout=60)
     with psycopg.connect(tables, autocommit=True) as conn:
         conn.execute("INSERT INTO orders VALUES (2, 1, 1, 'rush', '{}'); UPDATE product SET price = 45")
-    wait_for(lambda: len(landing_ops(stream)) == 6)
+    wait_for(lambda: len(landing_ops(stream)) == 6, timeout=30)
     assert replay(landing_ops(stream), graph) == table_rows(tables, graph)
-    progress = wait_for(lambda: redis_client.hget(bus.Keys.evaluator_state(capture.pk), "capture"))
+    progress = wait_for(lambda: redis_client.hget(bus.Keys.evaluator_state(capture.pk), "capture"), timeout=10)
     assert orjson.loads(progress)["phase"] == "streaming"
 
     response = staff_client.post(f"/ingest/{stream.pk}/", data=b"{}\n", content_type="application/x-ndjson",
