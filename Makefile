@@ -7,7 +7,7 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 
-.PHONY: run test cluster venv env migrate packages-run packages-test
+.PHONY: run test cluster venv env migrate packages-run packages-test compiled
 
 run: packages-run venv env
 	scripts/run.sh
@@ -25,7 +25,11 @@ packages-test:
 cluster: venv
 	$(PY) -m streaming.spark.cluster --dir var/spark-cluster $(CLUSTER_ARGS)
 
-venv: $(VENV)/.installed
+# The venv, then the engine's Cython extensions (scripts/build_ext.py: only what changed is rebuilt).
+venv: $(VENV)/.installed compiled
+
+compiled: $(VENV)/.installed
+	$(PY) scripts/build_ext.py
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -70,6 +70,7 @@ class Lattice:
         self._nodes: list[LatticeNode] | None = None
         self._codes: list[str] | None = None
         self._labels_index: dict[tuple[str, int], list[int]] | None = None
+        self._edge_rows: list[tuple[str, int, int, tuple[tuple[str, bool, int], ...]]] | None = None
 
     # -- construction ---------------------------------------------------
     @classmethod
@@ -142,13 +143,21 @@ class Lattice:
     def is_root(self, i: int) -> bool:
         return i in self.roots
 
+    def edge_rows(self) -> list[tuple[str, int, int, tuple[tuple[str, bool, int], ...]]]:
+        """``(relation, mask, size, ((fk, parent_holds, child id), ...))`` of every node in id order (made once)."""
+        if self._edge_rows is None:
+            labels = self.labels
+            self._edge_rows = [(relation, mask, size, tuple([(*labels[e], c) for e, c in zip(edge_labels, kids)]))
+                               for relation, mask, size, edge_labels, kids in self.node_rows()]
+        return self._edge_rows
+
     def codes(self) -> list[str]:
         """Canonical code of every node (computed once)."""
         if self._codes is None:
             self._codes = dag_codes(self._dag)
         return self._codes
 
-    def _node_rows(self) -> Iterator[tuple[str, int, int, tuple[int, ...], tuple[int, ...]]]:
+    def node_rows(self) -> Iterator[tuple[str, int, int, tuple[int, ...], tuple[int, ...]]]:
         """``(relation, mask, size, edge labels, child ids)`` of every node in id order."""
         rels = self.relations
         for _, rel, mask, size, edges, lists in self._dag.blocks():
@@ -226,7 +235,7 @@ class Lattice:
         nodes = []
         edges = []
         labels = self.labels
-        for i, (relation, mask, size, edge_labels, kids) in enumerate(self._node_rows()):
+        for i, (relation, mask, size, edge_labels, kids) in enumerate(self.node_rows()):
             nodes.append(
                 {"id": i, "relation": relation, "mask": mask, "size": size, "root": i in roots, "code": codes[i]}
             )
@@ -241,7 +250,7 @@ class Lattice:
         lines = []
         roots = self.roots
         labels = self.labels
-        for i, (relation, mask, size, edge_labels, kids) in enumerate(self._node_rows()):
+        for i, (relation, mask, size, edge_labels, kids) in enumerate(self.node_rows()):
             children = " ".join(
                 f"{'>' if labels[e][1] else '<'}{labels[e][0]}:#{c}" for e, c in zip(edge_labels, kids)
             )

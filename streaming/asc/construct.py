@@ -36,12 +36,25 @@ def region_of(constants: tuple[Any, ...], value: Any) -> int:
     return 2 * k
 
 
-def _region_holds(p: Predicate, r: int, pos: Mapping[Any, int]) -> bool:
-    """Whether every value of region ``r`` satisfies ``p`` (constants at 2k+1)."""
+def _failing(p: Predicate, pos: Mapping[Any, int], last: int) -> list[tuple[int, int]]:
+    """The regions ``0..last`` whose values fail ``p``, as at most two ranges (constants at 2k+1)."""
     if p.op == "between":
-        return 2 * pos[p.value[0]] + 1 <= r <= 2 * pos[p.value[1]] + 1
+        low, high = 2 * pos[p.value[0]] + 1, 2 * pos[p.value[1]] + 1
+        return [(0, low - 1), (high + 1, last)]
     c = 2 * pos[p.value] + 1
-    return {"=": r == c, "!=": r != c, "<": r < c, "<=": r <= c, ">": r > c, ">=": r >= c}[p.op]
+    return {"=": [(0, c - 1), (c + 1, last)], "!=": [(c, c)], "<": [(c, last)], "<=": [(c + 1, last)],
+            ">": [(0, c)], ">=": [(0, c - 1)]}[p.op]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges of region numbers merged where they overlap or touch."""
+    out: list[tuple[int, int]] = []
+    for first, final in sorted(spans):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], final))
+        else:
+            out.append((first, final))
+    return out
 
 
 @dataclass(frozen=True)
@@ -106,13 +119,24 @@ class AscIndex:
         qub = 0
         for j, _ in preds:
             qub |= 1 << j
+        # sweep the regions once: each predicate fails on at most two ranges of them, and a query on
+        # the union of its predicates' ranges (merged, so each query's ranges are disjoint)
+        last = 2 * len(constants)
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        for j, p in preds:
+            ranges.setdefault(j, []).extend(r for r in _failing(p, pos, last) if r[0] <= r[1])
+        starts: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        for j, spans in ranges.items():
+            for first, final in _merged(spans):
+                starts[first] = starts.get(first, 0) | 1 << j
+                ends[final] = ends.get(final, 0) | 1 << j
         qrb = []
-        for r in range(2 * len(constants) + 1):
-            fail = 0
-            for j, p in preds:
-                if not _region_holds(p, r, pos):
-                    fail |= 1 << j
+        fail = 0
+        for r in range(last + 1):
+            fail |= starts.get(r, 0)
             qrb.append(self.all_queries & ~fail)
+            fail &= ~ends.get(r, 0)
         qrb.append(self.all_queries & ~qub)
         return Asc(attr, preds[0][1].type, i, constants, qub, tuple(qrb), ())
 

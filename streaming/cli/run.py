@@ -46,7 +46,7 @@ from ..ops import Op, OpRejected, parse_op
 from ..schema import Schema, SchemaError, load_schema
 from ..selected import SelectedQuery
 
-__all__ = ["HELP", "add_arguments", "main", "numbered_ops", "event_line", "parse_predicate_option"]
+__all__ = ["HELP", "add_arguments", "main", "numbered_ops", "event_line", "EventEncoder", "parse_predicate_option"]
 
 HELP = "evaluate a keyword query over an op stream, writing add/remove events"
 
@@ -100,6 +100,20 @@ def numbered_ops(stream: IO[str]) -> Iterator[tuple[int, int, str]]:
 def event_line(seq: int, kind: str, result: Result) -> str:
     """One event of the ``run`` output: ``{"seq", "type", "tuples", "edges"}``."""
     return json.dumps({"seq": seq, "type": kind, **result.to_json()})
+
+
+class EventEncoder:
+    """:func:`event_line`, with each result's part encoded once (a result is added and removed, and a
+    shared result reaches many queries)."""
+
+    def __init__(self) -> None:
+        self._encoded: dict[Result, str] = {}
+
+    def line(self, seq: int, kind: str, result: Result) -> str:
+        body = self._encoded.get(result)
+        if body is None:
+            body = self._encoded[result] = json.dumps(result.to_json())[1:]
+        return f'{{"seq": {seq}, "type": {json.dumps(kind)}, {body}\n'
 
 
 def main(args: argparse.Namespace) -> int:

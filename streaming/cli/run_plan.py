@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from ..sharing.properties import SharingPlan
 from ..sharing.runner import MODES, PlanRun
-from .run import event_line, numbered_ops
+from .run import EventEncoder, numbered_ops
 
 __all__ = ["HELP", "add_arguments", "main"]
 
@@ -53,9 +53,10 @@ def main(args: argparse.Namespace) -> int:
             ops_in.close()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    encoder = EventEncoder()
     for qid, changes in run.changes.items():
         with open(out / f"query-{qid}.ndjson", "w", encoding="utf-8") as fh:
-            fh.writelines(event_line(seq, kind, result) + "\n" for seq, kind, result in changes)
+            fh.writelines(encoder.line(seq, kind, result) for seq, kind, result in changes)
     for aid, values in run.values.items():
         with open(out / f"aggregate-{aid}.ndjson", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"id": aid, "window_end": end, "value": value}) + "\n" for end, value in values)

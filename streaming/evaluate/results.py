@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-__all__ = ["TupleRef", "EdgeRef", "Result", "Change", "ResultSet", "make_result"]
+__all__ = ["TupleRef", "EdgeRef", "Result", "Change", "ResultSet", "SharedResults", "make_result"]
 
 TupleRef = tuple[str, Any]
 EdgeRef = tuple[TupleRef, TupleRef, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One MTJNT: its tuples and its edges ``(holder tuple, referenced tuple, fk name)``, both sorted."""
+class Result(NamedTuple):
+    """One MTJNT: its tuples and its edges ``(holder tuple, referenced tuple, fk name)``, both sorted.
+
+    A named tuple: results are hashed and compared all the time (live sets,
+    deliveries), and a tuple's hash and equality are the interpreter's own.
+    """
 
     tuples: tuple[TupleRef, ...]
     edges: tuple[EdgeRef, ...]
@@ -81,5 +84,82 @@ class ResultSet:
         return sorted(gone, key=_order)
 
 
+class SharedResults:
+    """Live results of several keyword sets (ids ``kid``), indexed by the tuples they contain.
+
+    One tree of tuples may be a result of several keyword sets (a tuple
+    holding *silk* and *dress* is one for ``{silk}``, ``{dress}`` and
+    ``{silk, dress}``): ``by_tuple[ref][result]`` is the bitmask of the
+    keyword sets holding it.
+    """
+
+    def __init__(self) -> None:
+        self.of: dict[int, set[Result]] = {}
+        self.by_tuple: dict[TupleRef, dict[Result, int]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.of.values())
+
+    def add(self, kid: int, result: Result) -> bool:
+        """Record a result of keyword set ``kid``; False if it was already live for it."""
+        live = self.of.get(kid)
+        if live is None:
+            live = self.of[kid] = set()
+        elif result in live:
+            return False
+        live.add(result)
+        bit = 1 << kid
+        by_tuple = self.by_tuple
+        for ref in result.tuples:
+            bucket = by_tuple.get(ref)
+            if bucket is None:
+                by_tuple[ref] = {result: bit}
+            else:
+                bucket[result] = bucket.get(result, 0) | bit
+        return True
+
+    def remove_containing(self, ref: TupleRef) -> list[tuple[int, Result]]:
+        """Drop and return ``(kid, result)`` for every live result that contains tuple ``ref``."""
+        gone = self.by_tuple.pop(ref, None)
+        if not gone:
+            return []
+        by_tuple, of = self.by_tuple, self.of
+        out: list[tuple[int, Result]] = []
+        for result, kids in gone.items():
+            for other in result.tuples:
+                if other != ref:
+                    bucket = by_tuple[other]
+                    del bucket[result]
+                    if not bucket:
+                        del by_tuple[other]
+            while kids:
+                low = kids & -kids
+                kids ^= low
+                kid = low.bit_length() - 1
+                of[kid].discard(result)
+                out.append((kid, result))
+        out.sort(key=_keyed_order)
+        return out
+
+    def drop(self, kid: int) -> None:
+        """Forget every result of keyword set ``kid``."""
+        keep = ~(1 << kid)
+        by_tuple = self.by_tuple
+        for result in self.of.pop(kid, ()):
+            for ref in result.tuples:
+                bucket = by_tuple[ref]
+                kids = bucket[result] & keep
+                if kids:
+                    bucket[result] = kids
+                else:
+                    del bucket[result]
+                    if not bucket:
+                        del by_tuple[ref]
+
+
 def _order(result: Result) -> tuple:
     return (result.tuples, result.edges)
+
+
+def _keyed_order(item: tuple[int, Result]) -> tuple:
+    return (item[1].tuples, item[1].edges, item[0])

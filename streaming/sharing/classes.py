@@ -1,16 +1,19 @@
-"""Sharing classes at run time: one evaluation per class over the stream's shared store.
+"""Sharing classes at run time: the queries served by one evaluation, and what each of them gets.
 
-A :class:`KeywordClass` runs one CN lattice (CNEvalDynamic) for all member
-queries of one keyword set, with the class's merged Tmax, window and
-selection hull; a :class:`FilterClass` serves the filter subscriptions
-(queries without keywords: each admitted tuple is a result). Both read the
-stream's :class:`~streaming.window.LiveStore` through a *view*: tuples
-inserted inside the class's window that pass its selection. Their results go
-to the members through a :class:`~streaming.sharing.delivery.Delivery`.
+A :class:`KeywordClass` is the member queries of one keyword set; the
+stream's shared lattice (:class:`~streaming.evaluate.shared.SharedLatticeEvaluator`)
+evaluates every keyword set of the stream at once over the shared store, and
+each class takes its keyword set's results of at most its Tmax tuples. A
+:class:`FilterClass` serves the filter subscriptions (queries without
+keywords: each admitted tuple is a result) through a *view* of the store:
+tuples inserted inside the class's window that pass its selection. Every
+class hands its results to its members through a
+:class:`~streaming.sharing.delivery.Delivery` (each member's own Tmax,
+window and predicates).
 
 Two kinds of event-time work are scheduled on the engine's timer (so an op
-costs nothing per class unless a class has something due): a member tuple
-leaving a class window narrower than the store's retention, and a result
+costs nothing per class unless a class has something due): a tuple leaving a
+filter class's window narrower than the store's retention, and a result
 leaving a member window narrower than the class's.
 """
 
@@ -20,12 +23,8 @@ from abc import ABC, abstractmethod
 from time import perf_counter
 from typing import Any, Callable, Mapping
 
-from ..evaluate.dynamic import DynamicEvaluator
-from ..evaluate.plan import LatticePlan
 from ..evaluate.results import Result
-from ..evaluate.static import evaluate_static
-from ..lattice import Lattice
-from ..schema import Schema
+from ..evaluate.shared import SharedLatticeEvaluator
 from ..window import LiveStore, LiveTuple
 from .delivery import Delivery, Sink
 from .intervals import IntervalSet
@@ -76,7 +75,7 @@ def compile_selection(selection: Mapping[str, IntervalSet]) -> Callable[[dict], 
 
 
 class ClassRuntime(ABC):
-    """What keyword and filter classes share: properties, view, delivery, membership bit.
+    """What keyword and filter classes share: properties, members, delivery, membership bit.
 
     ``alive`` turns False when the engine drops or replaces the class, so
     its pending timers are ignored; ``generation`` counts member-set changes
@@ -97,9 +96,6 @@ class ClassRuntime(ABC):
         self.alive = True
         self.generation = 0
         self.busy = 0.0  # seconds spent evaluating ops (the measured work placement estimates cost from)
-        # the class window is narrower than the store's: tuples outside it are hidden and members expire
-        self.narrow_window = props.window is not None and (retention is None or props.window < retention)
-        self.selection = {r: compile_selection(s) for r, s in props.selection.items()}
         self.delivery = self._delivery(sink)
 
     def _delivery(self, sink: Sink) -> Delivery:
@@ -108,7 +104,12 @@ class ClassRuntime(ABC):
         def schedule(due: float, window: float, result: Result) -> None:
             self.timer(due, ("window", self, generation, window, result))
 
-        return Delivery(self.members, self.props.window, self.props.tmax, self.store, sink, schedule)
+        return Delivery(self.members, self.delivery_window(), self.props.tmax, self.store, sink, schedule)
+
+    @abstractmethod
+    def delivery_window(self) -> float | None:
+        """The window of the tuples the class's results are made of (members narrower than it are
+        filtered by their own)."""
 
     def set_members(self, members: Mapping[int, QueryProperties], sink: Sink) -> None:
         """New member set with unchanged properties (a query joined by matching, or left): re-filter."""
@@ -116,6 +117,88 @@ class ClassRuntime(ABC):
         self.generation += 1
         self.delivery = self._delivery(sink)
         self.delivery.reset(self.live_results(), self.clock.now)
+
+    @abstractmethod
+    def build(self) -> None:
+        """Hand the class's results over the stored tuples to the members (a new or rebuilt class)."""
+
+    @abstractmethod
+    def live_results(self) -> list[Result]:
+        """The class's live results, sorted."""
+
+    def detach(self) -> None:
+        """Ignore this class's timers from now on (it was dropped or replaced)."""
+        self.alive = False
+
+    def stats(self) -> dict[str, Any]:
+        return {"class": self.index, "members": sorted(q.id for q in self.members.values()),
+                "properties": self.props.to_json(), "busy_seconds": round(self.busy, 6),
+                **self.delivery.stats()}
+
+
+class KeywordClass(ClassRuntime):
+    """The member queries of one keyword set, served by the stream's shared lattice.
+
+    The lattice evaluates the class's keyword set (id ``kid``) once for every
+    class of it, over every stored tuple: a keyword class has no view of its
+    own, and its members' windows and predicates are applied by its delivery
+    (a member's results are the MTJNTs whose tuples all lie in its window and
+    pass its predicates, docs/sharing.md). The class takes the results of at
+    most its Tmax tuples.
+    """
+
+    def __init__(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties],
+                 store: LiveStore, clock: Clock, retention: float | None, sink: Sink,
+                 timer: Callable[..., None], network: SharedLatticeEvaluator, kid: int):
+        self.network = network
+        self.kid = kid
+        super().__init__(index, props, members, store, clock, retention, sink, timer)
+
+    def delivery_window(self) -> float | None:
+        return self.retention
+
+    @property
+    def keyword_bits(self) -> int:
+        """The class's keywords as bits of the stream's vocabulary."""
+        return self.network.plan.keyword_bits[self.kid]
+
+    def build(self) -> None:
+        self.delivery.reset(self.live_results(), self.clock.now)
+
+    def takes(self, result: Result) -> bool:
+        """Whether a result of the keyword set is one of the class's (at most its Tmax tuples)."""
+        return len(result.tuples) <= self.props.tmax
+
+    def live_results(self) -> list[Result]:
+        tmax = self.props.tmax
+        return sorted((r for r in self.network.results.of.get(self.kid, ()) if len(r.tuples) <= tmax),
+                      key=lambda r: (r.tuples, r.edges))
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "lattice_nodes": len(self.network.plan.nodes_of(self.kid))}
+
+
+class FilterClass(ClassRuntime):
+    """Filter subscriptions: every tuple in the view of a member relation is a result on its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        props, retention = self.props, self.retention
+        # the class window is narrower than the store's: tuples outside it are hidden and leave on a timer
+        self.narrow_window = props.window is not None and (retention is None or props.window < retention)
+        self.selection = {r: compile_selection(s) for r, s in props.selection.items()}
+        self.results: dict[tuple[str, Any], Result] = {}
+
+    def delivery_window(self) -> float | None:
+        return self.props.window
+
+    def detach(self) -> None:
+        """Also clear the class's bit from every tuple."""
+        super().detach()
+        bit = self.bit
+        for rows in self.store.rows.values():
+            for row in rows.values():
+                row.classes &= ~bit
 
     # -- the view ------------------------------------------------------------------
 
@@ -144,22 +227,18 @@ class ClassRuntime(ABC):
 
         return admits
 
-    def _joined(self, relation: str, key: Any, row: LiveTuple) -> None:
-        """A tuple entered the class: schedule its leaving the class window."""
-        self.timer(row.ts + self.props.window, ("expire", self, relation, key, row.serial))
-
     # -- ops -------------------------------------------------------------------------
 
     def insert(self, relation: str, key: Any, row: LiveTuple) -> None:
         started = perf_counter()
-        now = self.clock.now
-        for result in self._insert(relation, key, row):
-            self.delivery.add(result, now)
+        self.delivery.add(self._take(relation, key, row), self.clock.now)
         self.busy += perf_counter() - started
 
     def delete(self, relation: str, key: Any, row: LiveTuple) -> None:
         started = perf_counter()
-        for result in self._delete(relation, key, row):
+        result = self.results.pop((relation, key), None)
+        row.classes &= ~self.bit
+        if result is not None:
             self.delivery.remove(result)
         self.busy += perf_counter() - started
 
@@ -168,111 +247,22 @@ class ClassRuntime(ABC):
         if row.classes & self.bit:
             self.delete(relation, key, row)
 
-    @abstractmethod
-    def build(self) -> None:
-        """Evaluate the view's stored tuples at once and hand the results to the members."""
-
-    @abstractmethod
-    def _insert(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
-        """Evaluate an inserted tuple of the view; the new results."""
-
-    @abstractmethod
-    def _delete(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
-        """Withdraw a tuple leaving the view; the results that end."""
-
-    @abstractmethod
-    def live_results(self) -> list[Result]:
-        """The class's live results, sorted."""
-
-    def detach(self) -> None:
-        """Clear this class's bit from every tuple and ignore its timers (dropped or replaced)."""
-        self.alive = False
-        bit = self.bit
-        for rows in self.store.rows.values():
-            for row in rows.values():
-                row.classes &= ~bit
-
-    def stats(self) -> dict[str, Any]:
-        return {"class": self.index, "members": sorted(q.id for q in self.members.values()),
-                "properties": self.props.to_json(), "busy_seconds": round(self.busy, 6),
-                **self.delivery.stats()}
-
-
-class KeywordClass(ClassRuntime):
-    """One lattice for the member queries of one keyword set."""
-
-    def __init__(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties],
-                 store: LiveStore, clock: Clock, retention: float | None, sink: Sink,
-                 timer: Callable[..., None], schema: Schema, vocabulary: Mapping[str, int],
-                 lattices: Callable[[int, int], Lattice]):
-        super().__init__(index, props, members, store, clock, retention, sink, timer)
-        keywords = sorted(props.keywords)
-        self.keywords = keywords
-        lattice = lattices(len(keywords), props.tmax)
-        self.plan = LatticePlan(lattice, schema, bits=[vocabulary[k] for k in keywords])
-        self.keyword_bits = self.plan.keyword_bits
-        self.evaluator = DynamicEvaluator(self.plan, store, admits=self.view(), class_bit=self.bit,
-                                          on_join=self._joined if self.narrow_window else None)
-
-    def build(self) -> None:
-        """CNEvalStatic over the view's stored tuples, then hand out the results."""
-        evaluate_static(self.evaluator)
-        members = self.evaluator.member
-        if self.narrow_window:
-            rows = self.store.rows
-            for relation, keys in members.items():
-                for key in keys:
-                    self._joined(relation, key, rows[relation][key])
-        self.delivery.reset(self.live_results(), self.clock.now)
-
-    def insert(self, relation: str, key: Any, row: LiveTuple) -> None:
-        added = self.evaluator.insert(relation, key, row)
-        if added:
-            now, deliver = self.clock.now, self.delivery.add
-            for result in added:
-                deliver(result, now)
-
-    def _insert(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
-        return self.evaluator.insert(relation, key, row)
-
-    def _delete(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
-        return self.evaluator.delete(relation, key, row)
-
-    def live_results(self) -> list[Result]:
-        return self.evaluator.snapshot()
-
-    def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "lattice_nodes": self.plan.size, **self.evaluator.stats()}
-
-
-class FilterClass(ClassRuntime):
-    """Filter subscriptions: every tuple in the view of a member relation is a result on its own."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.results: dict[tuple[str, Any], Result] = {}
-
     def build(self) -> None:
         view = self.view()
         for relation, rows in self.store.rows.items():
             for key, row in rows.items():
                 if relation in self.props.relations and (view is None or view(relation, row)):
-                    self._insert(relation, key, row)
+                    self._take(relation, key, row)
         self.delivery.reset(self.live_results(), self.clock.now)
 
-    def _insert(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
+    def _take(self, relation: str, key: Any, row: LiveTuple) -> Result:
         ref = (relation, key)
         result = Result((ref,), ())
         self.results[ref] = result
         row.classes |= self.bit
         if self.narrow_window:
-            self._joined(relation, key, row)
-        return [result]
-
-    def _delete(self, relation: str, key: Any, row: LiveTuple) -> list[Result]:
-        result = self.results.pop((relation, key), None)
-        row.classes &= ~self.bit
-        return [] if result is None else [result]
+            self.timer(row.ts + self.props.window, ("expire", self, relation, key, row.serial))
+        return result
 
     def live_results(self) -> list[Result]:
         return sorted(self.results.values(), key=lambda r: r.tuples)

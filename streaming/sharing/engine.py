@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from time import perf_counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..clock import ClockGuard
 from ..engine import StreamEngine
 from ..evaluate.results import Result
+from ..evaluate.shared import SharedLatticeEvaluator
 from ..keywords import tokens
 from ..lattice import Lattice
 from ..ops import Op, OpRejected
@@ -44,7 +46,6 @@ from ..window import SlidingWindow
 from .admission import Admission
 from .aggregates import AggregateClass
 from .classes import ClassRuntime, Clock, FilterClass, KeywordClass
-from .delivery import bits_of
 from .matching import (
     ClassProperties,
     NarrowingRule,
@@ -102,8 +103,11 @@ class SharedEngine(StreamEngine):
         self.classes: list[ClassRuntime | None] = []
         self.vocabulary: dict[str, int] = {}
         self._keyword_words: tuple[str, ...] = ()
-        self._keyword_classes: dict[int, int] = {}  # vocabulary bit -> class mask
-        self._route_by_mask: dict[int, int] = {}
+        self.network = SharedLatticeEvaluator(schema, self.store)
+        self.network_busy = 0.0  # seconds the shared lattice spent evaluating ops
+        self._kids: dict[frozenset[str], int] = {}  # keyword set -> its id in the shared lattice
+        self._kid_tmax: dict[int, int] = {}
+        self._classes_of_kid: dict[int, list[KeywordClass]] = {}
         self._filter_classes: dict[str, int] = {}
         self.admission = Admission(schema, {})
         self.aggregates: dict[int, AggregateProperties] = {}
@@ -114,12 +118,6 @@ class SharedEngine(StreamEngine):
         self._tick = itertools.count()
         self._lattices: dict[tuple[int, int], Lattice] = {}
         self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
-        rows, referencing = self.store.rows, self.store.referencing
-        self._out_probes = {name: tuple((fk.column, rows[fk.target]) for fk in rel.foreign_keys)
-                            for name, rel in schema.relations.items()}
-        self._in_probes = {name: tuple((referencing[(fk.holder, fk.name)], rows[fk.holder])
-                                       for fk in schema.foreign_keys if fk.target == name)
-                           for name in schema.relations}
         self.class_evaluations = 0
 
     # -- the plan ----------------------------------------------------------------------
@@ -138,8 +136,10 @@ class SharedEngine(StreamEngine):
         changed) queries are placed in registration order by the sharing
         mode; a class left by a member keeps its properties until
         :func:`~streaming.sharing.matching.should_narrow` (or ``narrow_now``)
-        says to narrow it. A class whose properties change is rebuilt with
-        CNEvalStatic over the stored tuples of its view.
+        says to narrow it. The shared lattice evaluates each keyword set the
+        classes need, at the largest Tmax of its classes (what a keyword set
+        newly needs is evaluated over the stored tuples with CNEvalStatic);
+        a class whose properties change is handed its results afresh.
         """
         wanted = {q.id: q for q in queries}
         if len(wanted) != len(queries):
@@ -190,6 +190,7 @@ class SharedEngine(StreamEngine):
         if retention != self.window.seconds:
             self._set_retention(retention)
             touched = set(plans)
+        self._set_keyword_sets(plans)
         rebuilt: set[int] = {q.id for q in joining}
         for index in sorted(touched):
             props, members = plans[index]
@@ -238,11 +239,32 @@ class SharedEngine(StreamEngine):
         common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver, self._schedule)
         cls: ClassRuntime
         if props.output == "results":
-            cls = KeywordClass(*common, schema=self.schema, vocabulary=self.vocabulary, lattices=self.lattice)
+            cls = KeywordClass(*common, network=self.network, kid=self._kids[props.keywords])
         else:
             cls = FilterClass(*common)
         self.classes[index] = cls
         return cls
+
+    def _set_keyword_sets(self, plans: Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]) -> None:
+        """Register with the shared lattice every keyword set the classes need, at the largest Tmax of
+        its classes, and forget the others (first: a word's bit may be reused by a new word)."""
+        needed: dict[frozenset[str], int] = {}
+        for props, members in plans.values():
+            if members and props.output == "results":
+                needed[props.keywords] = max(needed.get(props.keywords, 0), props.tmax)
+        for words in [w for w in self._kids if w not in needed]:
+            kid = self._kids.pop(words)
+            del self._kid_tmax[kid]
+            self.network.remove_keyword_set(kid)
+        for words, tmax in needed.items():
+            kid = self._kids.get(words)
+            if kid is None:
+                kid = self._kids[words] = min(set(range(len(self._kids) + 1)) - set(self._kids.values()))
+            elif self._kid_tmax[kid] == tmax:
+                continue
+            self._kid_tmax[kid] = tmax
+            ordered = sorted(words)
+            self.network.set_keyword_set(kid, [self.vocabulary[w] for w in ordered], self.lattice(len(ordered), tmax))
 
     def lattice(self, m: int, tmax: int) -> Lattice:
         """The CN lattice of ``m`` keywords and ``tmax`` on this schema (built once)."""
@@ -280,16 +302,14 @@ class SharedEngine(StreamEngine):
             self._expire(self.last_ts)
 
     def _set_routes(self) -> None:
-        self._keyword_classes = {}
+        self._classes_of_kid = {}
         self._filter_classes = {}
         for cls in self.live_classes():
-            for word in cls.props.keywords:
-                bit = self.vocabulary[word]
-                self._keyword_classes[bit] = self._keyword_classes.get(bit, 0) | cls.bit
-            if cls.props.output == "tuples":
+            if isinstance(cls, KeywordClass):
+                self._classes_of_kid.setdefault(cls.kid, []).append(cls)
+            else:
                 for relation in cls.props.relations:
                     self._filter_classes[relation] = self._filter_classes.get(relation, 0) | cls.bit
-        self._route_by_mask = {}
 
     def _set_aggregates(self, subs: Sequence[AggregateProperties]) -> None:
         """Group the aggregate subscriptions into shared windows; unchanged groups keep their state."""
@@ -409,48 +429,47 @@ class SharedEngine(StreamEngine):
             self._fire(ts)
 
     def _route_insert(self, relation: str, key: Any, row: Any) -> None:
-        mask = row.mask
-        route = 0
-        if mask:
-            route = self._route_by_mask.get(mask, -1)
-            if route < 0:
-                route = 0
-                for bit in bits_of(mask):
-                    route |= self._keyword_classes.get(bit, 0)
-                self._route_by_mask[mask] = route
-        values = row.values
-        for column, targets in self._out_probes[relation]:
-            value = values[column]
-            if value is not None:
-                target = targets.get(value)
-                if target is not None:
-                    route |= target.classes
-        for index, holders in self._in_probes[relation]:
-            keys = index.get(key)
-            if keys:
-                for k in keys:
-                    route |= holders[k].classes
-        route |= self._filter_classes.get(relation, 0)
+        """Evaluate an inserted tuple: the shared lattice once for every keyword set, and the filter
+        classes of its relation that admit it."""
+        if self._kids:
+            started = perf_counter()
+            added = self.network.insert(relation, key, row)
+            self.class_evaluations += 1
+            if added:
+                now = self.clock.now
+                classes_of = self._classes_of_kid
+                for kid, result in added:
+                    for cls in classes_of[kid]:
+                        if cls.takes(result):
+                            cls.delivery.add(result, now)
+            self.network_busy += perf_counter() - started
+        route = self._filter_classes.get(relation, 0)
         classes = self.classes
-        evaluated = 0
-        while route:  # each class the tuple may matter to, lowest bit first
+        while route:  # each filter class of the relation, lowest bit first
             low = route & -route
             route ^= low
             cls = classes[low.bit_length() - 1]
-            if cls is not None and cls.admits_new(relation, row):
-                evaluated += 1
+            if isinstance(cls, FilterClass) and cls.admits_new(relation, row):
+                self.class_evaluations += 1
                 cls.insert(relation, key, row)
-        self.class_evaluations += evaluated
 
     def _delete(self, relation: str, key: Any) -> list:
         row = self.store.rows[relation][key]
+        if key in self.network.member[relation]:
+            started = perf_counter()
+            self.class_evaluations += 1
+            classes_of = self._classes_of_kid
+            for kid, result in self.network.delete(relation, key, row):
+                for cls in classes_of[kid]:
+                    cls.delivery.remove(result)
+            self.network_busy += perf_counter() - started
         classes = self.classes
         member_of = row.classes
         while member_of:
             low = member_of & -member_of
             member_of ^= low
             cls = classes[low.bit_length() - 1]
-            if cls is not None:
+            if isinstance(cls, FilterClass):
                 self.class_evaluations += 1
                 cls.delete(relation, key, row)
         self.store.remove(relation, key)
@@ -482,12 +501,14 @@ class SharedEngine(StreamEngine):
                 self.forget(relation, key)
         if self.last_ts is not None:
             self.clock.now = self.last_ts
+        self.network.rebuild()
         for cls in self.live_classes():
             cls.detach()
             rebuilt = self._new_class(cls.index, cls.props, cls.members)
             rebuilt.build()
             for q in rebuilt.members.values():
                 self.class_of[q.id] = rebuilt
+        self._set_routes()
 
     # -- event-time work -----------------------------------------------------------------
 
@@ -561,13 +582,32 @@ class SharedEngine(StreamEngine):
     def snapshot(self) -> list[Result]:
         raise TypeError("a shared engine has a live set per query: use results(query_id)")
 
+    def apportion_busy(self) -> None:
+        """Share the shared lattice's measured time among the keyword classes (what placement reads as
+        each class's cost): each node's part split evenly among the keyword sets that use it, and a
+        keyword set's part evenly among its classes."""
+        plan = self.network.plan
+        nodes = {kid: plan.nodes_of(kid) for kid in self._kids.values()}
+        users: dict[int, int] = {}
+        for reached in nodes.values():
+            for v in reached:
+                users[v] = users.get(v, 0) + 1
+        total = len(users) or 1
+        for kid, reached in nodes.items():
+            share = sum(1 / users[v] for v in reached) / total
+            classes = self._classes_of_kid.get(kid, [])
+            for cls in classes:
+                cls.busy = self.network_busy * share / len(classes)
+
     def stats(self) -> dict[str, Any]:
         classes = self.live_classes()
+        self.apportion_busy()
         return {
             "sharing": self.mode,
             "queries": len(self.queries),
             "classes": len(classes),
-            "lattices": sum(1 for c in classes if isinstance(c, KeywordClass)),
+            "lattices": len(self._kids),
+            "network": self.network.stats(),
             "store_tuples": len(self.store),
             "window_seconds": self.window.seconds,
             "vocabulary": len(self.vocabulary),

@@ -7,7 +7,8 @@ query alone ("data shipping") the totals compare, at this moment:
 
 * stored tuples: the one shared store against one store per query holding
   the tuples of its own window;
-* lattice nodes: one lattice per class against one per keyword query;
+* lattice nodes: the one lattice of every keyword set (a sub-CN stored once
+  for all) against one lattice per keyword query;
 * engine evaluations per op: the class evaluations the engine made against
   one evaluation per query per op.
 
@@ -39,12 +40,12 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: 
         return len(times) - bisect.bisect_right(times, clock - window)
 
     classes: list[dict[str, Any]] = []
-    shared_nodes = alone_nodes = alone_tuples = 0
+    alone_nodes = alone_tuples = 0
+    engine.apportion_busy()
     for cls in engine.live_classes():
         members = sorted(cls.members.values(), key=lambda q: q.id)
-        nodes = cls.plan.size if isinstance(cls, KeywordClass) else 0
+        nodes = len(engine.network.plan.nodes_of(cls.kid)) if isinstance(cls, KeywordClass) else 0
         member_nodes = sum(len(engine.lattice(len(q.keywords), q.tmax)) for q in members if q.keywords)
-        shared_nodes += nodes
         alone_nodes += member_nodes
         member_tuples = sum(in_window(q.window) for q in members)
         alone_tuples += member_tuples
@@ -72,7 +73,7 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: 
         "queries_sharing": queries - len(classes),
         "stored_tuples": len(engine.store),
         "stored_tuples_alone": alone_tuples,
-        "lattice_nodes": shared_nodes,
+        "lattice_nodes": engine.network.plan.live_nodes,
         "lattice_nodes_alone": alone_nodes,
         "ops": applied,
         "evaluations_per_op": engine.class_evaluations / applied if applied else 0.0,

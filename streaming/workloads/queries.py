@@ -95,11 +95,12 @@ def _pool(rng: random.Random, keywords: Sequence[str], size: int) -> list[list[s
 
 def random_queries(profile: StreamProfile, n: int, seed: int = 0, pool: int = 24,
                    windows: Sequence[float | None] = (900.0, 1800.0, 3600.0), tmax: Sequence[int] = (3, 4, 5),
-                   filters: int = 4, first_id: int = 1) -> list[dict[str, Any]]:
-    """``n`` queries as plan entries (ids from ``first_id``), in registration order."""
+                   filters: int = 4, first_id: int = 1, skew: float = 1.0) -> list[dict[str, Any]]:
+    """``n`` queries as plan entries (ids from ``first_id``), in registration order; pool set ``i`` is
+    drawn with weight ``1 / (i + 1) ** skew`` (0: uniformly)."""
     rng = random.Random(f"queries-{seed}")
     sets = _pool(rng, profile.keywords, pool)
-    weights = [1.0 / (i + 1) for i in range(len(sets))]
+    weights = [1.0 / (i + 1) ** skew for i in range(len(sets))]
     out = []
     for i in range(n):
         qid = first_id + i

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-WORDS = ["x", "y", "z", "w"]
+WORDS = ["x", "y", "z", "w", "v", "u"]
+# a few sets that overlap a lot (the same set in another order, subsets, supersets) ...
 KEYWORD_SETS = [["x"], ["x", "y"], ["y", "x"], ["x", "y", "z"], ["y", "z"], ["w"], ["x", "w"]]
+
+
+@st.composite
+def keyword_sets(draw) -> list[str]:
+    """... or any set of one to three words, overlapping the others or disjoint from them."""
+    if draw(st.booleans()):
+        return draw(st.sampled_from(KEYWORD_SETS))
+    return draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True))
 
 
 @st.composite
@@ -61,7 +70,7 @@ def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = ()) -> l
             continue
         if not late:
             live[(name, key)] = ts
-        values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=2))),
+        values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=3))),
                   "v": draw(st.one_of(st.none(), st.integers(0, 5)))}
         for fk in rels[name]["foreign_keys"]:
             values[fk["column"]] = draw(st.sampled_from([None, 0, 1, 2, key, key]))
@@ -84,7 +93,7 @@ def predicates(draw, schema_doc: dict, max_size: int = 2) -> list[dict]:
 def plans(draw, schema_doc: dict, min_queries: int = 2, max_queries: int = 12) -> dict:
     queries = []
     for qid in range(1, draw(st.integers(min_queries, max_queries)) + 1):
-        keywords = draw(st.sampled_from(KEYWORD_SETS + [[]]))
+        keywords = [] if draw(st.integers(0, 7)) == 0 else draw(keyword_sets())
         preds = draw(predicates(schema_doc, max_size=2))
         if not keywords and not preds:
             preds = [{"relation": "R0", "attribute": "v", "op": ">=", "value": draw(st.integers(0, 5))}]

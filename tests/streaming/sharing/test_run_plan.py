@@ -64,13 +64,8 @@ def live_after_each_op(events: list[tuple[int, str, tuple]], n_ops: int) -> list
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data())
-def test_every_mode_gives_every_query_its_single_query_results(data):
-    schema_doc = data.draw(schema_docs())
-    plan_doc = data.draw(plans(schema_doc))
-    ops = data.draw(streams(schema_doc, windows=plan_windows(plan_doc)))
-    schema = Schema.from_dict(schema_doc)
+def assert_every_mode_equals_each_query_alone(plan_doc: dict, ops: list[dict]) -> None:
+    schema = Schema.from_dict(plan_doc["schema"])
     plan = SharingPlan.model_validate(plan_doc)
     lines = [(i + 1, json.dumps(obj)) for i, obj in enumerate(ops)]
     expected = {q["id"]: live_after_each_op(alone(schema, q, ops), len(ops)) for q in plan_doc["queries"]}
@@ -80,6 +75,22 @@ def test_every_mode_gives_every_query_its_single_query_results(data):
         for q in plan_doc["queries"]:
             events = [(seq, kind, (r.tuples, r.edges)) for seq, kind, r in run.changes[q["id"]]]
             assert live_after_each_op(events, len(ops)) == expected[q["id"]], (mode, q)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_every_mode_gives_every_query_its_single_query_results(data):
+    schema_doc = data.draw(schema_docs())
+    plan_doc = data.draw(plans(schema_doc))
+    assert_every_mode_equals_each_query_alone(plan_doc, data.draw(streams(schema_doc, windows=plan_windows(plan_doc))))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_fifty_queries_over_overlapping_and_disjoint_keyword_sets_each_get_their_own_results(data):
+    schema_doc = data.draw(schema_docs())
+    plan_doc = data.draw(plans(schema_doc, min_queries=20, max_queries=50))
+    assert_every_mode_equals_each_query_alone(plan_doc, data.draw(streams(schema_doc, windows=plan_windows(plan_doc))))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,224 @@
+"""The lattice of many keyword sets at once: every rooted sub-CN of every registered keyword set, stored once.
+
+Paper 000's lattice shares sub-CNs among the CNs of one query; this one
+shares them among queries. A node is a rooted subtree ``R{L}`` with its
+children, where the label ``L`` is a set of the stream's vocabulary words (a
+bitmask) and the node stands for the tuples of ``R`` that contain **at
+least** the words of ``L``, joined with at least one tuple of every child.
+That set does not depend on which query's lattice the node came from, so the
+node is stored and evaluated once for all of them: an Order joined with a
+Customer holding *texas* is one node for every keyword set containing
+*texas*. A node that is a whole CN of keyword set ``K`` is a *root* of ``K``;
+exactness (each tuple of a result holds exactly its node's words of ``K``,
+which makes the trees MTJNTs and each found once) is applied where ``K``'s
+results are formed (:class:`~streaming.evaluate.shared.SharedLatticeEvaluator`).
+
+Keyword sets come and go with the plan: :meth:`SharedLatticePlan.register`
+interns a keyword set's own :class:`~streaming.lattice.Lattice` node by node
+(a node is its relation, label and children), :meth:`unregister` releases
+its roots; a node lives while a registered root reaches it (reference
+counts). The tables an evaluator walks (parents grouped by how a parent
+tuple joins, leaves by label, labels per relation) follow each change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..lattice import Lattice
+from ..schema import Schema
+
+__all__ = ["SharedLatticePlan", "spread"]
+
+#: ``(child, parent_holds, fk, column)``: an edge from a node to a child
+Kid = tuple[int, bool, str, str]
+#: ``(relation, parent_holds, fk)``: how a parent tuple joins a child tuple
+JoinKey = tuple[str, bool, str]
+
+
+def spread(mask: int, bits: Sequence[int]) -> int:
+    """Move bit ``i`` of ``mask`` to bit ``bits[i]``."""
+    out = 0
+    for i, b in enumerate(bits):
+        if mask >> i & 1:
+            out |= 1 << b
+    return out
+
+
+class SharedLatticePlan:
+    """Interned nodes of every registered keyword set, with per-node tables (index = node id).
+
+    * ``kids[v]``: ``(child, parent_holds, fk, column)`` per edge (``column``:
+      the FK column in the holder, the parent if ``parent_holds``);
+    * ``up_joins[c][(relation, parent_holds, fk)] = (column, by_label)``: the
+      parents of ``c`` by how a parent tuple joins a tuple of ``c``;
+      ``by_label[L]`` lists their ``(parent, edge index)`` labelled ``L``;
+    * ``root_of[v]``: the keyword set (its id) ``v`` is a whole CN of, or -1;
+    * ``leaves[(relation, L)]``: childless nodes; ``labels[relation][L]``:
+      how many live nodes of the relation carry label ``L``, and ``inner``
+      the labels of nodes with children;
+    * ``alive[v]``: False once the node was released (ids are not reused).
+
+    ``version`` counts changes, so an evaluator's caches keyed on labels know
+    when to start afresh.
+    """
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.rel: list[str] = []
+        self.mask: list[int] = []
+        self.size: list[int] = []
+        self.kids: list[tuple[Kid, ...]] = []
+        self.full: list[int] = []  # the bitmask of all of a node's edges
+        self.up_joins: list[dict[JoinKey, tuple[str, dict[int, list[tuple[int, int]]]]]] = []
+        self.refs: list[int] = []
+        self.root_of: list[int] = []
+        self.alive: list[bool] = []
+        self._key_of: list[tuple[str, int, tuple[tuple[str, bool, int], ...]]] = []
+        self._by_key: dict[tuple[str, int, tuple[tuple[str, bool, int], ...]], int] = {}
+        self.leaves: dict[tuple[str, int], list[int]] = {}
+        self.labels: dict[str, dict[int, int]] = {name: {} for name in schema.relations}
+        self.inner: dict[tuple[str, int], int] = {}
+        self.roots: dict[int, list[int]] = {}
+        self.keyword_bits: dict[int, int] = {}
+        self.live_nodes = 0
+        self.version = 0
+        self.fk_column_of: dict[str, dict[str, str]] = {
+            name: {fk.name: fk.column for fk in rel.foreign_keys} for name, rel in schema.relations.items()
+        }
+        self.out_fks: dict[str, tuple[tuple[str, str, str], ...]] = {
+            name: tuple((fk.name, fk.column, fk.target) for fk in rel.foreign_keys)
+            for name, rel in schema.relations.items()
+        }
+        self.in_fks: dict[str, tuple[tuple[str, str], ...]] = {
+            name: tuple((fk.holder, fk.name) for fk in schema.foreign_keys if fk.target == name)
+            for name in schema.relations
+        }
+
+    # -- keyword sets ------------------------------------------------------------------
+
+    def register(self, kid: int, bits: Sequence[int], lattice: Lattice) -> tuple[list[int], list[int]]:
+        """(Re-)register keyword set ``kid`` with its own lattice; ``bits[i]`` is the vocabulary bit of
+        the lattice's keyword ``i``. Returns the nodes created (children before parents) and the
+        nodes released (those only the keyword set's previous registration reached)."""
+        label_of = [spread(mask, bits) for mask in range(1 << len(bits))]
+        ids: list[int] = []
+        created: list[int] = []
+        for relation, mask, size, edges in lattice.edge_rows():
+            children = tuple(sorted([(fk, holds, ids[c]) for fk, holds, c in edges]))
+            key = (relation, label_of[mask], children)
+            v = self._by_key.get(key)
+            if v is None:
+                v = self._create(key, size)
+                created.append(v)
+            ids.append(v)
+        roots = [ids[r] for r in lattice.roots]
+        for v in roots:
+            self.refs[v] += 1
+        previous = self.roots.get(kid, [])
+        for v in previous:
+            self.root_of[v] = -1
+        for v in roots:
+            if self.root_of[v] not in (-1, kid):
+                raise ValueError(f"node {v} is a whole CN of keyword sets {self.root_of[v]} and {kid}")
+            self.root_of[v] = kid
+        self.roots[kid] = roots
+        self.keyword_bits[kid] = sum(1 << b for b in bits)
+        released: list[int] = []
+        for v in previous:
+            self._release(v, released)
+        self.version += 1
+        return created, released
+
+    def unregister(self, kid: int) -> list[int]:
+        """Forget keyword set ``kid``; returns the nodes released (parents before children)."""
+        released: list[int] = []
+        for v in self.roots.pop(kid, []):
+            self.root_of[v] = -1
+            self._release(v, released)
+        self.keyword_bits.pop(kid, None)
+        self.version += 1
+        return released
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def _create(self, key: tuple[str, int, tuple[tuple[str, bool, int], ...]], size: int) -> int:
+        relation, label, children = key
+        v = len(self.rel)
+        kids: list[Kid] = []
+        for ei, (fk, parent_holds, c) in enumerate(children):
+            holder = relation if parent_holds else self.rel[c]
+            column = self.fk_column_of[holder][fk]
+            kids.append((c, parent_holds, fk, column))
+            self.refs[c] += 1
+            group = self.up_joins[c].setdefault((relation, parent_holds, fk), (column, {}))
+            group[1].setdefault(label, []).append((v, ei))
+        self.rel.append(relation)
+        self.mask.append(label)
+        self.size.append(size)
+        self.kids.append(tuple(kids))
+        self.full.append((1 << len(kids)) - 1)
+        self.up_joins.append({})
+        self.refs.append(0)
+        self.root_of.append(-1)
+        self.alive.append(True)
+        self._key_of.append(key)
+        self._by_key[key] = v
+        by_label = self.labels[relation]
+        by_label[label] = by_label.get(label, 0) + 1
+        if kids:
+            self.inner[(relation, label)] = self.inner.get((relation, label), 0) + 1
+        else:
+            self.leaves.setdefault((relation, label), []).append(v)
+        self.live_nodes += 1
+        return v
+
+    def _release(self, v: int, released: list[int]) -> None:
+        self.refs[v] -= 1
+        if self.refs[v] or self.root_of[v] != -1:
+            return
+        released.append(v)
+        self.alive[v] = False
+        del self._by_key[self._key_of[v]]
+        relation, label = self.rel[v], self.mask[v]
+        by_label = self.labels[relation]
+        by_label[label] -= 1
+        if not by_label[label]:
+            del by_label[label]
+        if self.kids[v]:
+            self.inner[(relation, label)] -= 1
+            if not self.inner[(relation, label)]:
+                del self.inner[(relation, label)]
+        else:
+            leaves = self.leaves[(relation, label)]
+            leaves.remove(v)
+            if not leaves:
+                del self.leaves[(relation, label)]
+        self.live_nodes -= 1
+        for ei, (c, parent_holds, fk, _) in enumerate(self.kids[v]):
+            groups = self.up_joins[c]
+            column, by_label_c = groups[(relation, parent_holds, fk)]
+            parents = by_label_c[label]
+            parents.remove((v, ei))
+            if not parents:
+                del by_label_c[label]
+                if not by_label_c:
+                    del groups[(relation, parent_holds, fk)]
+            self._release(c, released)
+
+    # -- inspection --------------------------------------------------------------------
+
+    def nodes_of(self, kid: int) -> set[int]:
+        """Every node a keyword set's roots reach."""
+        seen: set[int] = set()
+        stack = list(self.roots.get(kid, ()))
+        while stack:
+            v = stack.pop()
+            if v not in seen:
+                seen.add(v)
+                stack.extend(c for c, *_ in self.kids[v])
+        return seen
+
+    def stats(self) -> dict[str, Any]:
+        return {"lattice_nodes": self.live_nodes, "keyword_sets": len(self.roots),
+                "roots": sum(len(r) for r in self.roots.values())}
