@@ -44,6 +44,8 @@ class StreamForm(forms.ModelForm):
         help_text="PostgreSQL source: make (or remake) the stream's schema, named after the stream, from the "
                   "publication's tables: each table a relation keyed by its primary key, its columns typed, its "
                   "foreign keys between published tables. Remaking it means resetting the stream.")
+    #: (schema document, what the catalog left out), read by clean() when the box is ticked
+    catalog: tuple[dict, tuple[str, ...]] | None = None
 
     class Meta:
         model = Stream
@@ -75,8 +77,6 @@ class StreamForm(forms.ModelForm):
             self.catalog = self._read_catalog(cleaned)
             self.instance.schema_from_catalog = True
         return cleaned
-
-    catalog: tuple[dict, tuple[str, ...]] | None = None
 
     def _read_catalog(self, cleaned: dict) -> tuple[dict, tuple[str, ...]]:
         """The schema document of the publication's tables, named after the stream, and what it left out."""
