@@ -16,7 +16,6 @@ snapshot is being copied: a crash then means starting over with a new slot),
 from __future__ import annotations
 
 import fcntl
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["StateBusy", "Position", "CaptureState", "remove_state"]
+__all__ = ["StateBusy", "Position", "CaptureState"]
 
 # Rows changed in an open transaction are written to SQLite in groups of this many (a snapshot may hold millions).
 _FLUSH_ROWS = 20_000
@@ -166,9 +165,6 @@ class CaptureState:
         return [orjson.loads(k) for (k,) in self.db.execute("SELECT key FROM live WHERE relation = ? ORDER BY key",
                                                             (relation,))]
 
-    def live_count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM live").fetchone()[0])
-
     # ------------------------------------------------------------------ files not yet placed (landing sink)
 
     def add_pending(self, first_seq: int, count: int, data: bytes) -> None:
@@ -185,11 +181,3 @@ class CaptureState:
         """Forget the files once placed (its own small commit)."""
         self.db.execute("DELETE FROM pending")
 
-
-def remove_state(path: str | Path) -> None:
-    """Delete a state file and its write-ahead log (a stream reset)."""
-    for suffix in ("", "-wal", "-shm", ".lock"):
-        try:
-            os.unlink(f"{path}{suffix}")
-        except FileNotFoundError:
-            pass

@@ -165,3 +165,9 @@ def test_the_preview_says_which_class_it_joins_and_what_it_costs(client, user, o
     bad = client.post(url, post(stream=str(shop.pk), keywords="", predicates=[])).content.decode()
     assert "A query needs keywords, or at least one predicate" in bad
     assert not KeywordQuery.objects.filter(owner=user).exists()  # nothing saved by a preview
+
+
+def test_the_preview_says_when_nothing_was_measured_yet(user_client, shop):
+    page = user_client.post(reverse("dashboard:query-preview"), post(stream=str(shop.pk))).content.decode()
+    assert "a new class of its own, {dress, texas}" in page
+    assert "not measured yet: the evaluator of shop reports" in page and "µs" not in page
