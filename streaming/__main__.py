@@ -1,7 +1,7 @@
 """``python -m streaming COMMAND ...`` — see :mod:`streaming.cli`."""
 
 from .cli import main
-from .gc_policy import use_engine_thresholds
+from .gc_policy import for_engine_process
 
-use_engine_thresholds()
+for_engine_process()
 raise SystemExit(main())

@@ -138,8 +138,14 @@ class Keys:
 
     @staticmethod
     def stream_lock(stream_id: int) -> str:
-        """Held while seqs are assigned and a landing file is published (seq order = file order)."""
+        """Held while a writer reads the ingest clock, assigns seqs and stores a body (seq order = file order)."""
         return f"kw:stream:{stream_id}:lock"
+
+    @staticmethod
+    def stream_clock(stream_id: int) -> str:
+        """The stream's ingest clock: the largest ``ts`` stored so far (``repr`` of a float), advanced under
+        the landing lock with each stored body; the clock guard judges jumps against it at ingest."""
+        return f"kw:stream:{stream_id}:clock"
 
     @staticmethod
     def evaluator_tuples(evaluator_id: int) -> str:

@@ -83,6 +83,12 @@ class StreamEngine:
             return f"late op: ts {op.ts:g} is before the stream clock {self.last_ts:g}"
         return self.guard.refuse(op.ts, self.last_ts)
 
+    def clock_reason(self, ts: float) -> str | None:
+        """Why the stream clock may not move to ``ts`` (late, or refused by the guard), or None."""
+        if self.last_ts is not None and ts < self.last_ts:
+            return f"late time: {ts:g} is before the stream clock {self.last_ts:g}"
+        return self.guard.refuse(ts, self.last_ts)
+
     def check(self, op: Op) -> None:
         """Raise :class:`OpRejected` if ``op`` would be rejected now (changes nothing)."""
         reason = self.time_reason(op)
@@ -142,8 +148,7 @@ class StreamEngine:
         time passes their window. A late time, or one the guard refuses, is
         rejected with :class:`OpRejected` and changes nothing.
         """
-        reason = (f"late time: {ts:g} is before the stream clock {self.last_ts:g}"
-                  if self.last_ts is not None and ts < self.last_ts else self.guard.refuse(ts, self.last_ts))
+        reason = self.clock_reason(ts)
         if reason is not None:
             raise OpRejected(reason)
         self.last_ts = ts

@@ -17,8 +17,9 @@ keyword classification and one lattice per sharing class). Per batch:
    neither reconciled nor removed: the two evaluators' changes meet in seq
    order;
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
-   replayed by Spark after a crash); stream-level rejects (late op, duplicate
-   key, delete of a missing key) and parse rejects become dead letters;
+   replayed by Spark after a crash); stream-level rejects (late op, a time
+   the plan's clock guard refuses, duplicate key, delete of a missing key)
+   and parse rejects become dead letters;
 3. persist the stored tuples with the last applied seq (one MULTI), then
    publish each query's changes (live set + change stream, one atomic step per
    query), aggregate values, dead letters and the batch metrics.
@@ -37,7 +38,9 @@ window (``docs/sharing.md``).
 An XML stream's item ops (``{"op":"item","xml":...}``, written by the XML
 ingest before each item's mapped inserts) go to the stream's WXQuery
 subscriptions (:class:`~streaming.wxquery.live.StreamSubscriptions`), not to
-the engine; their result items are published per subscription
+the engine, once their time passes the stream clock's judgement (a late item
+or one the clock guard refuses is a dead letter, as its inserts will be);
+their result items are published per subscription
 (``bus.publish_subscription_results``, entry ids by seq, so at most once)
 before the batch's state is saved.
 """
@@ -523,7 +526,17 @@ class GroupEvaluator:
         return None
 
     def _apply_item(self, seq: int, op: Op) -> str | None:
-        """Evaluate the WXQuery subscriptions on one XML item; the reason it was refused, or None."""
+        """Evaluate the WXQuery subscriptions on one XML item; the reason it was refused, or None.
+
+        The item's time is judged first, against the stream clock as its
+        mapped inserts (the next ops, at the same ``ts``) will be: a late
+        item, or one the clock guard refuses, reaches no subscription. The
+        item op itself does not move the clock; its inserts do.
+        """
+        assert self.engine is not None
+        reason = self.engine.clock_reason(op.ts)
+        if reason is not None:
+            return f"item: {reason}"
         if self.subscriptions is None or self.stream_id is None:
             return None
         assert op.values is not None

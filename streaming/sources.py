@@ -20,14 +20,20 @@ Two sources (README, "How it runs"):
   every micro-batch stays small however long the stream runs.
 - a **Redis stream** ``Keys.stream_ops(stream_id)`` (field ``line``); one Lua
   script assigns the seqs and appends the lines, so stream order is seq order.
+
+Writers of either source take turns under the stream's lock
+(:class:`SourceWriter`), in which a writer also reads and advances the
+stream's *ingest clock* (``Keys.stream_clock``, the largest ``ts`` stored),
+so the clock guard that ingest judges a body by (docs/ops.md, "The stream
+clock") sees every body stored before it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -42,10 +48,12 @@ __all__ = [
     "SourceError",
     "stamp",
     "split_seq",
-    "allocate_seqs",
+    "WriteTurn",
+    "SourceWriter",
     "LandingFile",
     "LandingWriter",
     "RedisStreamWriter",
+    "ingest_clock",
     "writer_for",
     "landing_directory",
     "landing_file_name",
@@ -60,9 +68,7 @@ __all__ = [
 ]
 
 LINE_FIELD = "line"
-#: How long a landing writer holds the stream's lock at most. A writer that lost Redis before releasing
-#: it (the key outlives a Redis restart that persists) holds the next writers no longer than this, and
-#: they wait a little longer, so such a lock never fails a write; writing the largest body
+#: How long a writer holds the stream's lock at most (:class:`SourceWriter`); writing the largest body
 #: (``INGEST_MAX_BYTES``, fsynced) takes well under it.
 LANDING_LOCK_SECONDS = 10.0
 
@@ -96,13 +102,6 @@ def split_seq(line: str | bytes) -> tuple[int, dict[str, Any]]:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise SourceError(f"stored line has no valid seq: {seq!r}")
     return seq, obj
-
-
-def allocate_seqs(client: redis.Redis, stream_id: int, count: int) -> int:
-    """Reserve ``count`` consecutive seqs of a stream; return the first."""
-    if count <= 0:
-        raise ValueError("count must be positive")
-    return int(client.incrby(Keys.stream_seq(stream_id), count)) - count
 
 
 def landing_directory(landing_root: str | Path, stream_id: int) -> Path:
@@ -169,6 +168,80 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+class WriteTurn:
+    """One writer's turn at a stream's source, under the stream's lock: the ingest clock it found, one store.
+
+    ``clock`` is the largest ``ts`` stored so far (None: nothing yet), read
+    once the lock is held, so what a writer judges against it (the clock
+    guard, at ingest) cannot be overtaken by another writer before
+    :meth:`store` advances it.
+    """
+
+    def __init__(self, writer: "SourceWriter", clock: float | None):
+        self.writer = writer
+        self.clock = clock
+        self.stored = False
+
+    def store(self, ops: Sequence[str], clock: float | None = None) -> list[int]:
+        """Store ``ops`` (compact JSON objects) in order with their seqs and advance the ingest clock to
+        ``clock`` (None: leave it); return the seqs."""
+        if self.stored:
+            raise RuntimeError("a write turn stores once")
+        self.stored = True
+        if not ops:
+            return []
+        first = self.writer.append(ops, clock if clock is not None and clock != self.clock else None)
+        return list(range(first, first + len(ops)))
+
+
+class SourceWriter:
+    """Writes ops to one stream's source in turns under the stream's lock (``Keys.stream_lock``).
+
+    The lock expires after ``lock_seconds``: a writer that lost Redis
+    before releasing it (the key outlives a Redis restart that persists)
+    holds the next writers no longer than that, and they wait a little
+    longer, so such a lock never fails a write.
+    """
+
+    def __init__(self, client: redis.Redis, stream_id: int, lock_seconds: float | None = None):
+        self.client = client
+        self.stream_id = stream_id
+        self.lock_seconds = lock_seconds or LANDING_LOCK_SECONDS
+
+    @contextmanager
+    def turn(self) -> Iterator[WriteTurn]:
+        """Hold the stream's lock for one :class:`WriteTurn`.
+
+        Raises ``redis.exceptions.LockError`` (nothing stored) when the lock
+        could not be taken within its expiry and 2 s more (other writers kept
+        taking it).
+        """
+        wait = self.lock_seconds + 2.0
+        lock = self.client.lock(Keys.stream_lock(self.stream_id), timeout=self.lock_seconds, blocking_timeout=wait)
+        if not lock.acquire():
+            raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {wait:g} s")
+        try:
+            yield WriteTurn(self, ingest_clock(self.client, self.stream_id))
+        finally:
+            try:
+                lock.release()
+            except redis.RedisError:  # Redis went away: the lock expires by itself; the ops are stored
+                pass
+
+    def write(self, ops: Sequence[str]) -> list[int]:
+        """Store ``ops`` (compact JSON objects) in order in one turn, the ingest clock left as it is;
+        return their seqs."""
+        if not ops:
+            return []
+        with self.turn() as turn:
+            return turn.store(ops)
+
+    def append(self, ops: Sequence[str], clock: float | None) -> int:
+        """Assign seqs to ``ops`` and store them (the lock is held), setting the ingest clock to ``clock``
+        unless None; return the first seq."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class LandingFile:
     """One landing file before it is placed: its first seq, how many ops, its stamped lines."""
@@ -181,58 +254,35 @@ class LandingFile:
     def name(self) -> str:
         return landing_file_name(self.first_seq)
 
-    @property
-    def seqs(self) -> list[int]:
-        return list(range(self.first_seq, self.first_seq + self.count))
 
-
-class LandingWriter:
+class LandingWriter(SourceWriter):
     """Writes batches of ops as atomic NDJSON files in a stream's landing directory.
 
-    :meth:`write` is :meth:`reserve` (seqs and stamped lines) then :meth:`place`
-    (the atomic rename) under the stream's lock; a writer that must record
-    what it is about to place before placing it (the PostgreSQL capture,
-    docs/sources.md) calls the two itself.
+    :meth:`append` is :meth:`reserve` (seqs, stamped lines) then :meth:`place`
+    (the atomic rename); a writer that must record what it is about to place
+    before placing it (the PostgreSQL capture, docs/sources.md) calls the two
+    itself.
     """
 
     def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path, lock_seconds: float | None = None):
-        self.client = client
-        self.stream_id = stream_id
+        super().__init__(client, stream_id, lock_seconds)
         self.directory = Path(directory)
-        self.lock_seconds = lock_seconds or LANDING_LOCK_SECONDS
 
-    def write(self, ops: Sequence[str]) -> list[int]:
-        """Store ``ops`` (compact JSON objects) in order; return their seqs.
+    def append(self, ops: Sequence[str], clock: float | None) -> int:
+        landing = self.reserve(ops, clock)
+        self.place(landing)
+        return landing.first_seq
 
-        Raises ``redis.exceptions.LockError`` (nothing stored) when the
-        stream's lock could not be taken within its expiry and 2 s more
-        (other writers kept taking it).
-        """
-        if not ops:
-            return []
-        with self.locked():
-            landing = self.reserve(ops)
-            self.place(landing)
-        return landing.seqs
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the stream's landing lock: files are placed in seq order."""
-        wait = self.lock_seconds + 2.0
-        lock = self.client.lock(Keys.stream_lock(self.stream_id), timeout=self.lock_seconds, blocking_timeout=wait)
-        if not lock.acquire():
-            raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {wait:g} s")
-        try:
-            yield
-        finally:
-            try:
-                lock.release()
-            except redis.RedisError:  # Redis went away: the lock expires by itself; the ops are stored
-                pass
-
-    def reserve(self, ops: Sequence[str]) -> LandingFile:
-        """Assign the next seqs to ``ops`` and stamp them (nothing is written yet)."""
-        first = allocate_seqs(self.client, self.stream_id, len(ops))
+    def reserve(self, ops: Sequence[str], clock: float | None = None) -> LandingFile:
+        """Assign the next seqs to ``ops`` (and the ingest clock ``clock`` unless None) and stamp them; nothing
+        is written yet."""
+        # the clock moves with the seqs, before the file is written: a write that fails then leaves a clock
+        # ahead of the stored ops, which judges later jumps more leniently, never more strictly
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.incrby(Keys.stream_seq(self.stream_id), len(ops))
+            if clock is not None:
+                pipe.set(Keys.stream_clock(self.stream_id), repr(clock))
+            first = int(pipe.execute()[0]) - len(ops)
         text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
         return LandingFile(first, len(ops), text.encode("utf-8"))
 
@@ -246,41 +296,45 @@ class LandingWriter:
         return (self.directory / name).exists() or (landing_archive(self.directory) / name).exists()
 
 
-# KEYS: seq counter, ops stream. ARGV: the op lines (compact JSON objects, never "{}").
+# KEYS: seq counter, ops stream, ingest clock. ARGV: the new clock ("" to leave it), then the op lines
+# (compact JSON objects, never "{}").
 _APPEND = """
-local n = #ARGV
+local n = #ARGV - 1
 local first = redis.call('INCRBY', KEYS[1], n) - n
 for i = 1, n do
-  local body = string.sub(ARGV[i], 2)
+  local body = string.sub(ARGV[i + 1], 2)
   redis.call('XADD', KEYS[2], '*', 'line', '{"seq":' .. (first + i - 1) .. ',' .. body)
+end
+if ARGV[1] ~= '' then
+  redis.call('SET', KEYS[3], ARGV[1])
 end
 return first
 """
 
 
-class RedisStreamWriter:
-    """Appends ops to a stream's Redis stream, seqs assigned in the same atomic step."""
+class RedisStreamWriter(SourceWriter):
+    """Appends ops to a stream's Redis stream, seqs assigned and the ingest clock set in one atomic step."""
 
     def __init__(self, client: redis.Redis, stream_id: int, key: str | None = None):
-        self.client = client
-        self.stream_id = stream_id
+        super().__init__(client, stream_id)
         self.key = key or Keys.stream_ops(stream_id)
         self._script = client.register_script(_APPEND)
 
-    def write(self, ops: Sequence[str]) -> list[int]:
-        """Store ``ops`` (compact JSON objects with at least one field) in order; return their seqs."""
-        if not ops:
-            return []
+    def append(self, ops: Sequence[str], clock: float | None) -> int:
         for op in ops:
             if not op.startswith("{") or op.replace(" ", "") == "{}":
                 raise ValueError("an op must be a non-empty compact JSON object")
-        first = int(self._script(keys=[Keys.stream_seq(self.stream_id), self.key], args=list(ops)))
-        return list(range(first, first + len(ops)))
+        keys = [Keys.stream_seq(self.stream_id), self.key, Keys.stream_clock(self.stream_id)]
+        return int(self._script(keys=keys, args=["" if clock is None else repr(clock), *ops]))
 
 
-def writer_for(
-    client: redis.Redis, stream_id: int, source_kind: str, landing_root: str | Path
-) -> LandingWriter | RedisStreamWriter:
+def ingest_clock(client: redis.Redis, stream_id: int) -> float | None:
+    """The stream's ingest clock: the largest ``ts`` stored so far (None: nothing stored since its reset)."""
+    value = client.get(Keys.stream_clock(stream_id))
+    return float(value) if value is not None else None
+
+
+def writer_for(client: redis.Redis, stream_id: int, source_kind: str, landing_root: str | Path) -> SourceWriter:
     """The writer of a stream's source (``"landing"`` or ``"redis"``)."""
     if source_kind == "landing":
         return LandingWriter(client, stream_id, landing_directory(landing_root, stream_id))

@@ -7,6 +7,8 @@ cdef class LiveTuple:
     cdef public long long serial
     cdef public object qmask
     cdef public object classes
+    cdef public tuple labels
+    cdef public Py_ssize_t labels_version
 
 
 cdef class LiveStore:

@@ -24,10 +24,12 @@ class LiveTuple:
     again), so a stale expiry entry never removes the newer tuple. A store
     shared by several queries (``streaming.sharing``) also keeps ``qmask``,
     the queries whose predicates the tuple satisfies (all ones: no predicate
-    on its relation), and ``classes``, the sharing classes it sits in.
+    on its relation), ``classes``, the filter classes it sits in, and
+    ``labels``, the shared lattice's node labels its words carry, as of the
+    lattice's version ``labels_version``.
     """
 
-    __slots__ = ("values", "mask", "ts", "serial", "qmask", "classes")
+    __slots__ = ("values", "mask", "ts", "serial", "qmask", "classes", "labels", "labels_version")
 
     def __init__(self, values: dict, mask: int, ts: float, serial: int, qmask: int = -1):
         self.values = values
@@ -36,6 +38,8 @@ class LiveTuple:
         self.serial = serial
         self.qmask = qmask
         self.classes = 0
+        self.labels = ()
+        self.labels_version = -1
 
 
 class LiveStore:

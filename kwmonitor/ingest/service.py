@@ -7,9 +7,17 @@ stream's source (landing directory or Redis stream), which assigns their
 ``seq``; bad lines come back with their line number and reason and are
 published as dead letters on the stream's events (no seq: they never enter the
 stream), so the stream page and the history show them like the evaluator's.
-Rules that need the stream's state (late op, duplicate key, delete of a
-missing key) are the evaluator's: such ops get a seq here and become dead
-letters there (docs/ops.md).
+
+The stream's clock guard (``Stream.clock_guard``, docs/ops.md "The stream
+clock") is enforced here too: a line whose ``ts`` lies outside the stream's
+range, or jumps more than its ``max_clock_jump`` past the *ingest clock* (the
+largest ``ts`` stored so far), is a dead letter with the guard's reason and
+the rest of the body is stored. The ingest clock is read and advanced under
+the stream's landing lock (``streaming.sources.SourceWriter.turn``), so two
+writers cannot both slip a jump through. Rules that need the stream's state
+(late op, duplicate key, delete of a missing key) are the evaluator's: such
+ops get a seq here and become dead letters there; the evaluator also judges
+the guard again, with seqs (an edited guard reaches it at its next batch).
 """
 
 from __future__ import annotations
@@ -17,13 +25,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from operator import attrgetter
+from typing import Callable, Iterable, Sequence
 
 import orjson
 import redis
 from django.conf import settings
 
 from streaming import bus
+from streaming.clock import ClockGuard
 from streaming.events import DEAD_LETTER_LINE_CHARS, DeadLetter
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema as SchemaGraph
@@ -32,7 +42,8 @@ from streaming.sources import writer_for
 from kwmonitor.streams.connection import redis_client
 from kwmonitor.streams.models import Stream
 
-__all__ = ["LineError", "IngestResult", "Ingestor", "IngestClosed", "closed_to_ingest"]
+__all__ = ["LineError", "IngestResult", "GoodLine", "judge_times", "Ingestor", "IngestClosed",
+           "closed_to_ingest"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +58,9 @@ class LineError:
 
     def to_json(self) -> dict:
         return {"line": self.line, "reason": self.reason}
+
+
+_by_line = attrgetter("line")
 
 
 @dataclass
@@ -70,6 +84,29 @@ class IngestResult:
         }
 
 
+@dataclass(frozen=True)
+class GoodLine:
+    """A line that passed validation: its number, its text and the op as compact JSON, with its ``ts``."""
+
+    line: int
+    text: str
+    op: str
+    ts: float
+
+
+def judge_times(guard: ClockGuard, times: Iterable[float],
+                clock: float | None) -> tuple[list[str | None], float | None]:
+    """Judge each ``ts`` in order by ``guard`` against the ingest clock as it moves: the reason each is
+    refused (None: taken) and the clock after them (the largest ``ts`` taken, or ``clock``)."""
+    reasons: list[str | None] = []
+    for ts in times:
+        reason = guard.refuse(ts, clock)
+        reasons.append(reason)
+        if reason is None and (clock is None or ts > clock):
+            clock = ts
+    return reasons, clock
+
+
 class IngestClosed(ValueError):
     """The stream takes no ingest: its ops come from a PostgreSQL publication's capture."""
 
@@ -87,12 +124,13 @@ class Ingestor:
             raise IngestClosed(closed_to_ingest(stream))
         self.stream = stream
         self.schema: SchemaGraph = stream.schema.graph()
+        self.guard = stream.clock_guard()
         self.client = redis_client()
         self.writer = writer_for(self.client, stream.pk, stream.source_kind, settings.LANDING_DIR)
 
-    def validate(self, lines: Iterable[str | bytes], first_line: int = 1) -> tuple[list[str], list[LineError]]:
-        """Split ``lines`` into good ops (compact JSON) and errors (1-based line numbers)."""
-        good: list[str] = []
+    def validate(self, lines: Iterable[str | bytes], first_line: int = 1) -> tuple[list[GoodLine], list[LineError]]:
+        """Split ``lines`` into good ops and errors (1-based line numbers)."""
+        good: list[GoodLine] = []
         errors: list[LineError] = []
         for number, raw in enumerate(lines, first_line):
             if isinstance(raw, bytes):
@@ -109,27 +147,56 @@ class Ingestor:
                 errors.append(LineError(number, f"malformed JSON: {exc.msg} at column {exc.colno}", raw))
                 continue
             try:
-                parse_op(obj, self.schema)
+                op = parse_op(obj, self.schema)
             except OpRejected as exc:
                 errors.append(LineError(number, str(exc), raw))
                 continue
-            good.append(orjson.dumps(obj).decode())
+            good.append(GoodLine(number, raw, orjson.dumps(obj).decode(), op.ts))
         return good, errors
 
     def ingest(self, lines: Iterable[str | bytes], first_line: int = 1) -> IngestResult:
-        """Validate ``lines``, append the good ones to the stream's source in order, publish the bad ones."""
+        """Validate ``lines``, append the good ones the clock guard takes to the stream's source in order,
+        publish the others as dead letters."""
         good, errors = self.validate(lines, first_line)
-        # Dead letters first: if Redis fails in between, a retried body duplicates dead letters, never ops.
-        self.publish_dead_letters(errors)
-        result = IngestResult(self.writer.write(good), errors)
-        try:
-            bus.record_ingest(self.client, self.stream.pk, result.accepted)
-        except redis.RedisError:  # the ops are stored: a missed count only dents the input rate shown
-            log.warning("stream %s: could not record the input of %d ops", self.stream.pk, result.accepted)
+        seqs, refused = self.store([(g.ts, (g.op,)) for g in good], errors,
+                                   lambda i, reason: LineError(good[i].line, reason, good[i].text))
+        result = IngestResult(seqs, sorted(errors + refused, key=_by_line))
+        self.record_input(len(seqs))
         return result
+
+    def store(self, units: Sequence[tuple[float, Sequence[str]]], errors: Iterable[LineError],
+              letter: Callable[[int, str], LineError]) -> tuple[list[int], list[LineError]]:
+        """Store units of ops that share a ``ts`` (a line, an XML item's ops) in one turn at the source.
+
+        Under the stream's lock each unit's ``ts`` is judged by the clock
+        guard against the ingest clock; ``errors`` and a dead letter for each
+        refused unit (``letter(index, reason)``) are published first (if
+        Redis fails after that, a retried body duplicates dead letters, never
+        ops), then the units taken are stored and the clock advanced.
+        Returns the seqs stored and the refused units' dead letters.
+        """
+        if not units:
+            self.publish_dead_letters(sorted(errors, key=_by_line))
+            return [], []
+        with self.writer.turn() as turn:
+            reasons, clock = judge_times(self.guard, [ts for ts, _ in units], turn.clock)
+            refused = [letter(i, reason) for i, reason in enumerate(reasons) if reason is not None]
+            self.publish_dead_letters(sorted([*errors, *refused], key=_by_line))
+            ops = [op for (_, unit), reason in zip(units, reasons) if reason is None for op in unit]
+            return turn.store(ops, clock), refused
+
+    def record_input(self, ops: int) -> None:
+        """Count ``ops`` stored in the stream's input rate (a miss only dents the rate shown)."""
+        try:
+            bus.record_ingest(self.client, self.stream.pk, ops)
+        except redis.RedisError:
+            log.warning("stream %s: could not record the input of %d ops", self.stream.pk, ops)
 
     def publish_dead_letters(self, errors: Iterable[LineError]) -> None:
         """Each rejected line as a :class:`DeadLetter` on the stream's events (one round trip)."""
+        errors = list(errors)
+        if not errors:
+            return
         now = time.time()
         with self.client.pipeline(transaction=False) as pipe:
             for error in errors:

@@ -8,8 +8,10 @@ item is mapped by the stream's declared mapping into insert ops. For every
 item the stream's source receives, in one write (so they get consecutive
 seqs), its item op ``{"op":"item","xml":...,"ts":...}`` (what the stream's
 WXQuery subscriptions read) followed by its inserts (what keyword queries and
-filter subscriptions read). A refused item is a dead letter with its reason,
-published like the NDJSON ingest's; the others are kept.
+filter subscriptions read), all at the item's ``ts``. A refused item (by the
+DTD, the mapping, or the stream's clock guard, judged per item under the
+landing lock as the NDJSON ingest judges lines) is a dead letter with its
+reason, published like the NDJSON ingest's; the others are kept.
 
 Generated keys (a mapped relation whose key is not an element) continue from
 the stream's ``xml_next_keys``, updated under a row lock in the same
@@ -18,18 +20,15 @@ transaction as the write, so concurrent requests never hand out a key twice.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import redis
 from django.conf import settings
 from django.db import transaction
 from lxml import etree
 
-from streaming import bus
 from streaming.ops import OpRejected, item_op, parse_op
 from streaming.xmlstream.items import XmlLimits, parse_items
 from streaming.xmlstream.mapping import ItemMapper, MappingError
@@ -39,8 +38,6 @@ from kwmonitor.streams.models import Stream
 from .service import Ingestor, LineError
 
 __all__ = ["ItemError", "XmlIngestResult", "XmlIngestor"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,38 +97,42 @@ class XmlIngestor:
         with transaction.atomic():
             row = Stream.objects.select_for_update().only("xml_next_keys").get(pk=self.stream.pk)
             mapper = ItemMapper(self.mapping, self.dtd, {k: int(v) for k, v in (row.xml_next_keys or {}).items()})
-            lines: list[str] = []
+            units: list[tuple[float, list[str]]] = []
+            kept: list[tuple[int, int | None, str]] = []  # (index, line, text) of each unit's item
             for item in parsed.items:
                 text = _text(item.element)
+                line = item.element.sourceline
                 try:
-                    ops = self._ops(mapper, item.element, text, arrival)
+                    units.append(self._ops(mapper, item.element, text, arrival))
                 except (MappingError, OpRejected) as exc:
-                    line = item.element.sourceline
                     errors.append(ItemError(item.index, line, str(exc)))
                     letters.append(LineError(line or 0, self._where(item.index, line, str(exc)), text))
                     continue
-                lines += ops
-                result.accepted += 1
+                kept.append((item.index, line, text))
+
+            def refused(i: int, reason: str) -> LineError:
+                index, line, text = kept[i]
+                errors.append(ItemError(index, line, reason))
+                return LineError(line or 0, self._where(index, line, reason), text)
+
+            # dead letters first and the clock guard under the landing lock, as the NDJSON ingest
+            result.seqs, guarded = self.lines.store(units, letters, refused)
+            result.accepted = len(units) - len(guarded)
             errors.sort(key=lambda e: (e.index is None, e.index or 0))
             result.errors = errors
-            # Dead letters first, as the NDJSON ingest: a retried body duplicates dead letters, never ops.
-            self.lines.publish_dead_letters(letters)
-            result.seqs = self.lines.writer.write(lines)
             row.xml_next_keys = mapper.next_keys
             row.save(update_fields=["xml_next_keys"])
-        try:
-            bus.record_ingest(self.lines.client, self.stream.pk, len(result.seqs))
-        except redis.RedisError:
-            log.warning("stream %s: could not record the input of %d ops", self.stream.pk, len(result.seqs))
+        self.lines.record_input(len(result.seqs))
         return result
 
-    def _ops(self, mapper: ItemMapper, element: etree._Element, text: str, arrival: float) -> list[str]:
-        """The item op and the mapped inserts of one item (compact JSON), each valid for the stream's schema."""
+    def _ops(self, mapper: ItemMapper, element: etree._Element, text: str, arrival: float) -> tuple[float, list[str]]:
+        """The ``ts`` of one item and its item op and mapped inserts (compact JSON), each valid for the
+        stream's schema."""
         inserts = mapper.ops(element, arrival)
         for op in inserts:
             parse_op(op, self.lines.schema)
         ts = inserts[0]["ts"] if inserts else arrival
-        return [orjson.dumps(op).decode() for op in [item_op(text, ts), *inserts]]
+        return ts, [orjson.dumps(op).decode() for op in [item_op(text, ts), *inserts]]
 
     @staticmethod
     def _where(index: int | None, line: int | None, reason: str) -> str:

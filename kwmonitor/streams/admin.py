@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 from django import forms
 from django.contrib import admin, messages
 from django.urls import reverse
 from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from kwmonitor.catalog.models import Schema
 from streaming.capture.catalog import CatalogError
 from streaming.schema import Schema as SchemaGraph
 from streaming.schema import SchemaError
+from streaming.sources import ingest_clock
 
+from .connection import redis_client
 from .models import (
     DeadLetterRecord,
     DroppingSample,
@@ -106,11 +110,24 @@ class StreamAdmin(admin.ModelAdmin):
     list_display = ("name", "schema", "item_format", "source_kind", "user_queries", "evaluator_status", "created")
     list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
-    readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "created")
-    fields = ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file", "source_kind",
-              "source_dsn_env", "source_publication", "source_slot", "schema_from_catalog",
-              "user_queries", "evaluator_processes", "preprocess", "placement", "ingest_token", "ingest_url", "source",
-              "created")
+    readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "ingest_clock", "created")
+    fieldsets = (
+        (None, {"fields": ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file",
+                           "source_kind", "user_queries", "evaluator_processes", "preprocess", "placement",
+                           "ingest_token", "ingest_url", "source", "created")}),
+        ("PostgreSQL source", {
+            "fields": ("source_dsn_env", "source_publication", "source_slot", "schema_from_catalog"),
+            "description": "For a stream whose source is a PostgreSQL publication: its capture follows the slot and "
+                           "turns each committed change of the publication's tables into ops (docs/sources.md).",
+        }),
+        ("Clock guard", {
+            "fields": ("ts_min", "ts_max", "max_clock_jump", "ingest_clock"),
+            "description": "Timestamps (ts, seconds) the stream takes. An op outside the range, or whose ts jumps "
+                           "further past the stream clock than the largest jump, is a dead letter with the reason, "
+                           "at ingest and in the evaluator; the other ops are kept. A change reaches ingest at "
+                           "once and the running evaluator at its next batch.",
+        }),
+    )
     actions = ["regenerate_token", "narrow"]
 
     def save_model(self, request, obj: Stream, form, change) -> None:
@@ -138,6 +155,23 @@ class StreamAdmin(admin.ModelAdmin):
             return "closed: the capture of the PostgreSQL publication is the stream's only writer"
         body = "application/xml items" if obj.is_xml else "application/x-ndjson ops"
         return f"POST {reverse('ingest:ingest', args=[obj.pk])} ({body}) with Authorization: Bearer <ingest token>"
+
+    @admin.display(description="ingest clock")
+    def ingest_clock(self, obj: Stream) -> str:
+        """The largest ts stored so far, which ingest judges clock jumps against."""
+        if not obj.pk:
+            return "-"
+        try:
+            clock = ingest_clock(redis_client(), obj.pk)
+        except RedisError as exc:
+            return f"unknown: Redis does not answer ({exc})"
+        if clock is None:
+            return "none yet: the next op is judged by the range only"
+        try:
+            when = f", {datetime.fromtimestamp(clock, timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+        except (OverflowError, OSError, ValueError):  # not a time a date can be made of
+            when = ""
+        return f"{clock!r}{when} (the largest ts stored so far)"
 
     @admin.display(description="source")
     def source(self, obj: Stream) -> str:

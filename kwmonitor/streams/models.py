@@ -10,9 +10,11 @@ Celery beat task copies the event streams into the history tables.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticError
 
 from streaming.bus import Keys
+from streaming.clock import MAX_CLOCK_JUMP, TS_MAX, TS_MIN, ClockGuard
 from streaming.schema import SchemaError
 from streaming.xmlstream.dtd import DTDError, StreamDTD
 from streaming.xmlstream.mapping import ItemMapping, MappingError
@@ -111,6 +114,18 @@ class Stream(models.Model):
     placement = models.JSONField(
         default=dict, blank=True, editable=False,
         help_text="Where each query runs (query id -> evaluator id) and the class move in progress.")
+    ts_min = models.FloatField(
+        null=True, blank=True, default=TS_MIN, verbose_name="earliest ts",
+        help_text=f"Ops with an earlier ts are dead letters (seconds; default {TS_MIN:.0f}, the year 1; empty: no "
+                  "limit). Narrow it to the time your stream really has, e.g. 1500000000 (2017).")
+    ts_max = models.FloatField(
+        null=True, blank=True, default=TS_MAX, verbose_name="latest ts",
+        help_text=f"Ops with a later ts are dead letters (seconds; default {TS_MAX:.0f}, the end of the year 9999; "
+                  "empty: no limit).")
+    max_clock_jump = models.FloatField(
+        null=True, blank=True, default=MAX_CLOCK_JUMP, verbose_name="largest clock jump",
+        help_text=f"An op whose ts is more than this many seconds past the stream clock is a dead letter (default "
+                  f"{MAX_CLOCK_JUMP:.0f}, 30 days; empty: no limit). A stream that pauses longer needs a larger one.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -178,10 +193,18 @@ class Stream(models.Model):
         """The landing directory of the pre-processor's derived stream."""
         return Path(settings.LANDING_DIR) / ".derived" / str(self.pk)
 
+    def clock_guard(self) -> ClockGuard:
+        """The stream's guard against absurd timestamps (docs/ops.md, "The stream clock"); a range limit
+        left empty is the largest float, which no finite ts passes."""
+        return ClockGuard(ts_min=-sys.float_info.max if self.ts_min is None else self.ts_min,
+                          ts_max=sys.float_info.max if self.ts_max is None else self.ts_max,
+                          max_jump=self.max_clock_jump)
+
     def clean(self) -> None:
-        """Scale-out needs a landing directory (and JSON ops for the pre-processor); a PostgreSQL source needs
-        its DSN variable, publication and slot; an XML stream needs a DTD and a mapping whose relations are
-        relations of the schema as they are."""
+        """The clock guard is a range and a positive jump; scale-out needs a landing directory (and JSON ops
+        for the pre-processor); a PostgreSQL source needs its DSN variable, publication and slot; an XML stream
+        needs a DTD and a mapping whose relations are relations of the schema as they are."""
+        self._clean_clock_guard()
         errors = self._postgres_errors() if self.is_captured else {}
         if not self.has_landing_directory and (self.evaluator_processes > 1 or self.preprocess):
             errors["source_kind"] = ("Several evaluators and the pre-processor read a landing directory: choose "
@@ -219,6 +242,19 @@ class Stream(models.Model):
                 raise ValidationError({"xml_mapping": (
                     f"relation {wanted['name']!r} of the mapping is not in schema {self.schema.name!r} as "
                     f"the mapping makes it: key {wanted['key']!r}, attributes {wanted['attributes']}")})
+
+    def _clean_clock_guard(self) -> None:
+        """Every problem of the clock guard's settings at once, each on its field."""
+        errors = {name: "Enter a finite number of seconds (leave it empty for no limit)."
+                  for name in ("ts_min", "ts_max", "max_clock_jump")
+                  if getattr(self, name) is not None and not math.isfinite(getattr(self, name))}
+        low, high, jump = self.ts_min, self.ts_max, self.max_clock_jump
+        if not errors and low is not None and high is not None and low > high:
+            errors["ts_max"] = f"The latest ts ({high:g}) is before the earliest ts ({low:g}): no op could pass."
+        if "max_clock_jump" not in errors and jump is not None and not jump > 0:
+            errors["max_clock_jump"] = "The largest clock jump must be more than 0 seconds (leave it empty for no limit)."
+        if errors:
+            raise ValidationError(errors)
 
     def _postgres_errors(self) -> dict[str, str]:
         errors = {}

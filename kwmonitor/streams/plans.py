@@ -35,8 +35,10 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
     """The evaluator's plan (checked against :class:`~streaming.sharing.properties.EvaluatorPlan`).
 
     Queries come in id order (the registration order of sharing); an
-    aggregate subscription whose source query is disabled is left out. An XML
-    stream's plan carries its DTD and its enabled WXQuery subscriptions.
+    aggregate subscription whose source query is disabled is left out. The
+    stream's clock guard goes with it (the evaluator judges every op's time
+    by it, as ingest does). An XML stream's plan carries its DTD and its
+    enabled WXQuery subscriptions.
     """
     stream = evaluator.stream
     queries = list(stream.queries.filter(enabled=True).order_by("id").prefetch_related("predicates"))
@@ -53,6 +55,7 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
             "schema": stream.schema.to_document(),
             "source": stream.source_spec(),
             "dtd": stream.dtd if stream.is_xml else None,
+            "clock": stream.clock_guard(),
         },
         "queries": [q.plan_entry() for q in queries],
         "aggregates": [a.plan_entry() for a in aggregates],

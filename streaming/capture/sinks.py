@@ -134,7 +134,7 @@ class LandingSink:
 
     def seal(self, **meta: Any) -> None:
         if self._lines:
-            self._reserve(self._lines)
+            self._reserve(self._lines, clock=meta.get("ts"))
             self._lines = []
         self.state.commit(**meta)
         self._place()
@@ -152,8 +152,8 @@ class LandingSink:
     def close(self) -> None:
         pass
 
-    def _reserve(self, lines: list[str]) -> None:
-        landing = self.writer.reserve(lines)
+    def _reserve(self, lines: list[str], clock: float | None = None) -> None:
+        landing = self.writer.reserve(lines, clock)
         self.state.add_pending(landing.first_seq, landing.count, landing.data)
 
     def _place(self) -> None:
@@ -161,7 +161,7 @@ class LandingSink:
         pending = self.state.pending()
         if not pending:
             return
-        with self.writer.locked():
+        with self.writer.turn():  # the stream's lock: files appear in seq order
             for first_seq, count, data in pending:
                 landing = LandingFile(first_seq, count, data)
                 if not self.writer.placed(landing.name):

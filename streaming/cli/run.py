@@ -110,10 +110,11 @@ class EventEncoder:
         self._encoded: dict[Result, str] = {}
 
     def line(self, seq: int, kind: str, result: Result) -> str:
+        """The event line (``kind`` is ``add`` or ``remove``)."""
         body = self._encoded.get(result)
         if body is None:
             body = self._encoded[result] = json.dumps(result.to_json())[1:]
-        return f'{{"seq": {seq}, "type": {json.dumps(kind)}, {body}\n'
+        return f'{{"seq": {seq}, "type": "{kind}", {body}\n'
 
 
 def main(args: argparse.Namespace) -> int:

@@ -27,6 +27,8 @@ cdef class SharedLatticeEvaluator:
                    plan=SharedLatticePlan)
     cdef tuple _info(self, str relation, object mask)
 
+    cdef tuple _labels_of(self, str relation, LiveTuple row)
+
     @cython.locals(sub=set, missing=list, by_label=dict, parents=list, p=Py_ssize_t, members=dict, nodes=set,
                    index=dict, columns=dict, values=dict, bucket=set, plan=SharedLatticePlan)
     cdef _enter(self, Py_ssize_t v, object key, LiveTuple row)

@@ -274,6 +274,14 @@ class SharedLatticeEvaluator:
         self._labels[(relation, mask)] = info
         return info
 
+    def _labels_of(self, relation: str, row: LiveTuple) -> tuple[int, ...]:
+        """A stored tuple's labels (:meth:`_info`), kept on the tuple while the lattice is unchanged."""
+        version = self.plan.version
+        if row.labels_version != version:
+            row.labels = self._info(relation, row.mask)[0]
+            row.labels_version = version
+        return row.labels
+
     # -- sub-relation bookkeeping -------------------------------------------------------
 
     def _enter(self, v: int, key: Any, row: LiveTuple) -> None:
@@ -419,7 +427,7 @@ class SharedLatticeEvaluator:
                 parents = (pk,)
             for pk in parents:
                 prow = prows[pk]
-                for label in self._info(prel, prow.mask)[0]:
+                for label in self._labels_of(prel, prow):
                     targets = ready.get(label)
                     if not targets:
                         continue
@@ -501,7 +509,7 @@ class SharedLatticeEvaluator:
                     continue
                 for pk in list(parents):
                     prow = prows[pk]
-                    for label in self._info(prel, prow.mask)[0]:
+                    for label in self._labels_of(prel, prow):
                         for v, _ in tuple(ready.get(label, ())):
                             if pk in sub[v]:
                                 self._drop(v, pk, prow)
@@ -511,7 +519,7 @@ class SharedLatticeEvaluator:
                 if pk is None or pk not in prows:
                     continue
                 prow = prows[pk]
-                for label in self._info(prel, prow.mask)[0]:
+                for label in self._labels_of(prel, prow):
                     for v, ei in tuple(ready.get(label, ())):
                         if pk in sub[v] and len(self.index[c][plan.kids[v][ei][2]][pk]) == 1:
                             self._drop(v, pk, prow)

@@ -20,6 +20,8 @@ cdef class SharedLatticePlan:
     cdef public dict keyword_bits
     cdef public Py_ssize_t live_nodes
     cdef public Py_ssize_t version
+    cdef dict _reached
+    cdef Py_ssize_t _reached_version
     cdef public dict fk_column_of
     cdef public dict out_fks
     cdef public dict in_fks

@@ -83,6 +83,8 @@ class SharedLatticePlan:
         self.keyword_bits: dict[int, int] = {}
         self.live_nodes = 0
         self.version = 0
+        self._reached: dict[int, set[int]] = {}
+        self._reached_version = -1
         self.fk_column_of: dict[str, dict[str, str]] = {
             name: {fk.name: fk.column for fk in rel.foreign_keys} for name, rel in schema.relations.items()
         }
@@ -209,14 +211,19 @@ class SharedLatticePlan:
     # -- inspection --------------------------------------------------------------------
 
     def nodes_of(self, kid: int) -> set[int]:
-        """Every node a keyword set's roots reach."""
-        seen: set[int] = set()
-        stack = list(self.roots.get(kid, ()))
-        while stack:
-            v = stack.pop()
-            if v not in seen:
-                seen.add(v)
-                stack.extend(c for c, *_ in self.kids[v])
+        """Every node a keyword set's roots reach (kept until the lattice changes)."""
+        if self._reached_version != self.version:
+            self._reached = {}
+            self._reached_version = self.version
+        seen = self._reached.get(kid)
+        if seen is None:
+            seen = self._reached[kid] = set()
+            stack = list(self.roots.get(kid, ()))
+            while stack:
+                v = stack.pop()
+                if v not in seen:
+                    seen.add(v)
+                    stack.extend([c for c, _, _, _ in self.kids[v]])
         return seen
 
     def stats(self) -> dict[str, Any]:

@@ -83,7 +83,12 @@ class Delivery:
 
     def _oldest(self, result: Result) -> float:
         rows = self.store.rows
-        return min(rows[relation][key].ts for relation, key in result.tuples)
+        oldest = float("inf")
+        for relation, key in result.tuples:
+            ts = rows[relation][key].ts
+            if ts < oldest:
+                oldest = ts
+        return oldest
 
     def add(self, result: Result, now: float) -> None:
         """A class result appeared: give it to the members it belongs to."""
@@ -94,8 +99,11 @@ class Delivery:
             self.undelivered += 1
             return
         sink = self.sink
-        for bit in bits_of(mask):
-            sink(bit, "add", result)
+        bits = mask
+        while bits:
+            low = bits & -bits
+            bits ^= low
+            sink(low.bit_length() - 1, "add", result)
         if self.narrow:
             self._schedule(result, mask)
 
@@ -108,8 +116,11 @@ class Delivery:
     def remove(self, result: Result) -> None:
         """A class result ended: its holders see it end."""
         mask = self.receivers.pop(result, 0)
-        for bit in bits_of(mask):
-            self.sink(bit, "remove", result)
+        sink = self.sink
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            sink(low.bit_length() - 1, "remove", result)
 
     def expire_window(self, window: float, result: Result) -> None:
         """The oldest tuple of ``result`` left ``window``: its members with that window lose it."""

@@ -407,8 +407,7 @@ class SharedEngine(StreamEngine):
     def advance(self, ts: float) -> list:
         """Let event time reach ``ts`` with no op (windows expire, timers fire); a late time, or one the
         guard refuses, raises :class:`OpRejected` and changes nothing."""
-        reason = (f"late time: {ts:g} is before the stream clock {self.last_ts:g}"
-                  if self.last_ts is not None and ts < self.last_ts else self.guard.refuse(ts, self.last_ts))
+        reason = self.clock_reason(ts)
         if reason is not None:
             raise OpRejected(reason)
         first = self.last_ts is None

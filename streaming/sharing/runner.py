@@ -206,6 +206,7 @@ class PlanRun:
                 "classes": engine["classes"],
                 "queries_sharing": len(self.queries) - engine["classes"],
                 "lattices": engine["lattices"],
+                "network": engine["network"],
                 "aggregate_classes": engine["aggregate_classes"],
                 "aggregates_sharing": len(self.aggregates) - engine["aggregate_classes"],
                 "class_evaluations": engine["class_evaluations"],

@@ -36,6 +36,10 @@ __all__ = [
     "Emission",
     "SharedWindowAggregator",
     "having_holds",
+    "ceil_to",
+    "last_end",
+    "json_int",
+    "rounded",
 ]
 
 AGGREGATES = ("count", "sum", "avg", "min", "max")
@@ -92,22 +96,49 @@ def serves(stream: tuple[int, int], query: tuple[int, int]) -> bool:
     return qsize % size == 0 and size % step == 0 and qstep % step == 0
 
 
+#: every finite float is a whole number of these (the smallest subnormal, 2**-1074)
+_FLOAT_UNITS = 1074
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def json_int(n: int) -> int | str:
+    """An int as JSON takes it everywhere (orjson, JavaScript): itself within 64 bits, else its digits."""
+    return n if _INT64[0] <= n <= _INT64[1] else str(n)
+
+
+def rounded(exact: Fraction | int) -> float | None:
+    """The float nearest ``exact``; None beyond the float range (±1.8e308), where no float and no JSON
+    number holds it."""
+    try:
+        return float(exact)
+    except OverflowError:
+        return None
+
+
+def _units(x: float) -> int:
+    """A finite float as a whole number of 2**-1074."""
+    numerator, denominator = x.as_integer_ratio()  # denominator: a power of 2, at most 2**1074
+    return numerator << (_FLOAT_UNITS - denominator.bit_length() + 1)
+
+
 class Partial:
     """Partial aggregate of a set of values: count, exact sum, min, max (avg = sum / count).
 
-    The sum is exact (integers as ``int``, floats as Shewchuk's non-overlapping
-    partials, as in :func:`math.fsum`) and rounded once when read, so a value
-    does not depend on how the items were split into panes and windows: a
-    subscriber alone and the same subscriber sharing a relaxed window give
-    identical numbers.
+    The sum is exact (integers as ``int``, floats as a whole number of
+    2**-1074, which every finite float is) and rounded once when read, so a
+    value does not depend on how the items were split into panes and windows:
+    a subscriber alone and the same subscriber sharing a relaxed window give
+    identical numbers. An exact sum never overflows; read, a sum of ints is an
+    int within 64 bits and a float beyond, and a sum beyond the float range
+    is None (an avg never is: it lies between min and max).
     """
 
-    __slots__ = ("count", "int_sum", "float_sum", "min", "max")
+    __slots__ = ("count", "int_sum", "float_units", "min", "max")
 
     def __init__(self) -> None:
         self.count = 0
         self.int_sum = 0
-        self.float_sum: list[float] = []
+        self.float_units: int | None = None  # None: no float value yet (the sum of ints stays an int)
         self.min: Any = None
         self.max: Any = None
 
@@ -118,7 +149,8 @@ class Partial:
         if isinstance(value, int):
             self.int_sum += value
         else:
-            _grow(self.float_sum, float(value))
+            units = _units(float(value))
+            self.float_units = units if self.float_units is None else self.float_units + units
         if self.min is None or value < self.min:
             self.min = value
         if self.max is None or value > self.max:
@@ -132,8 +164,8 @@ class Partial:
                 continue
             out.count += p.count
             out.int_sum += p.int_sum
-            for x in p.float_sum:
-                _grow(out.float_sum, x)
+            if p.float_units is not None:
+                out.float_units = p.float_units + (out.float_units or 0)
             if p.min is not None and (out.min is None or p.min < out.min):
                 out.min = p.min
             if p.max is not None and (out.max is None or p.max > out.max):
@@ -141,47 +173,39 @@ class Partial:
         return out
 
     def to_json(self) -> list[Any]:
-        """The partial as JSON (exact: the float partials are kept as they are)."""
-        return [self.count, self.int_sum, list(self.float_sum), self.min, self.max]
+        """The partial as JSON (exact: sums beyond 64 bits as their digits)."""
+        units = None if self.float_units is None else json_int(self.float_units)
+        return [self.count, json_int(self.int_sum), units, self.min, self.max]
 
     @classmethod
     def from_json(cls, doc: list[Any]) -> "Partial":
         out = cls()
-        out.count, out.int_sum, floats, out.min, out.max = doc
-        out.float_sum = [float(x) for x in floats]
+        out.count, int_sum, units, out.min, out.max = doc
+        out.int_sum = int(int_sum)
+        if isinstance(units, list):  # saved before sums were kept in units: the float partials (none: [])
+            out.float_units = sum(_units(float(x)) for x in units) if units else None
+        elif units is not None:
+            out.float_units = int(units)
         return out
 
     def _exact_sum(self) -> Fraction:
-        return Fraction(self.int_sum) + sum((Fraction(x) for x in self.float_sum), Fraction(0))
+        return self.int_sum + Fraction(self.float_units or 0, 2**_FLOAT_UNITS)
 
     def value(self, aggregate: str) -> Any:
-        """The aggregate of the values (None for avg/min/max of an empty set)."""
+        """The aggregate of the values (None for avg/min/max of an empty set, and for a sum beyond floats)."""
         if aggregate == "count":
             return self.count
         if aggregate == "sum":
-            return self.int_sum if not self.float_sum else float(self._exact_sum())
+            if self.float_units is None:
+                return self.int_sum if json_int(self.int_sum) == self.int_sum else rounded(self.int_sum)
+            return rounded(self._exact_sum())
         if aggregate == "avg":
-            return float(self._exact_sum() / self.count) if self.count else None
+            return rounded(self._exact_sum() / self.count) if self.count else None
         if aggregate == "min":
             return self.min
         if aggregate == "max":
             return self.max
         raise ValueError(f"unknown aggregate {aggregate!r}")
-
-
-def _grow(partials: list[float], x: float) -> None:
-    """Add ``x`` to a list of non-overlapping partials that represents a sum exactly (Shewchuk)."""
-    i = 0
-    for y in partials:
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[i] = lo
-            i += 1
-        x = hi
-    partials[i:] = [x]
 
 
 def having_holds(having: tuple[str, Any] | None, value: Any) -> bool:
@@ -287,7 +311,7 @@ class SharedWindowAggregator:
             return []
         pane = self.pane
         if self._open_end is None:
-            self._open_end = (math.floor(now / pane) + 1) * pane
+            self._open_end = last_end(now, pane) + pane
             return []
         closed: list[tuple[WindowSubscriber, int, Partial]] = []
         while self._open_end <= now:
@@ -358,14 +382,14 @@ class SharedWindowAggregator:
         """With nothing kept, each subscriber's first and last (empty) window ending by ``now``, without
         closing each pane in between."""
         pane = self.pane
-        last = math.floor(now / pane) * pane
+        last = last_end(now, pane)
         if last < self._open_end:
             return []
         empty = Partial()
         out = []
         for s in self.subscribers:
-            first_end, last_end = _ceil_to(self._open_end, s.step), last // s.step * s.step
-            out += [(s, end, empty) for end in sorted({first_end, last_end}) if first_end <= end <= last_end]
+            first, final = ceil_to(self._open_end, s.step), last // s.step * s.step
+            out += [(s, end, empty) for end in sorted({first, final}) if first <= end <= final]
         out.sort(key=lambda window: window[1])
         self._open_end = last + pane
         return out
@@ -374,7 +398,8 @@ class SharedWindowAggregator:
         """Everything that changes as items arrive (JSON), for :meth:`restore` after a restart."""
         return {"relaxed": list(self.relaxed), "panes": [p.to_json() for p in self._pane_partials],
                 "instances": [p.to_json() for p in self._relaxed], "open": self._open.to_json(),
-                "open_end": self._open_end, "items": self._items, "relaxed_instances": self.relaxed_instances}
+                "open_end": None if self._open_end is None else json_int(self._open_end), "items": self._items,
+                "relaxed_instances": self.relaxed_instances}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take back a :meth:`state` of an aggregator with the same subscribers and relaxed window."""
@@ -385,7 +410,7 @@ class SharedWindowAggregator:
         self._relaxed.clear()
         self._relaxed.extend(Partial.from_json(p) for p in state["instances"])
         self._open = Partial.from_json(state["open"])
-        self._open_end = state["open_end"]
+        self._open_end = None if state["open_end"] is None else int(state["open_end"])
         self._items = state["items"]
         self.relaxed_instances = state["relaxed_instances"]
 
@@ -399,5 +424,17 @@ class SharedWindowAggregator:
                 "relaxed_instances": self.relaxed_instances}
 
 
-def _ceil_to(value: int, step: int) -> int:
+def ceil_to(value: int, step: int) -> int:
+    """The first multiple of ``step`` at or after the integer ``value``."""
     return -(-value // step) * step
+
+
+def last_end(position: float, step: int) -> int:
+    """The last multiple of ``step`` at or before ``position``, exactly: the float quotient
+    ``position / step`` is rounded, by many steps once positions pass 2**53 steps.
+
+    >>> last_end(119.5, 60), last_end(-0.5, 60), last_end(1e300, 7) <= 1e300 < last_end(1e300, 7) + 7
+    (60, -60, True)
+    """
+    numerator, denominator = position.as_integer_ratio()
+    return numerator // (denominator * step) * step

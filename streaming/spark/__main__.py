@@ -1,7 +1,7 @@
 """``python -m streaming.spark --evaluator ID --redis-url URL --checkpoint-dir DIR [--master M]``."""
 
-from streaming.gc_policy import use_engine_thresholds
+from streaming.gc_policy import for_engine_process
 from streaming.spark.process import main
 
-use_engine_thresholds()
+for_engine_process()
 raise SystemExit(main())

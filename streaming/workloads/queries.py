@@ -5,10 +5,12 @@ fit any workload:
 
 * keyword sets come from a *pool* of ``pool`` sets of 2 (sometimes 3)
   keywords, each keyword a token found in between 0.5 % and 5 % of the
-  stream's inserted tuples (neither noise words nor one-offs); a query takes
-  pool set ``i`` with probability proportional to ``1 / (i + 1)`` (Zipf), so
-  keyword sets overlap as saved queries of one team do, and the number of
-  distinct sets grows slowly with the number of queries;
+  stream's inserted tuples (neither noise words nor one-offs), drawn with
+  weight ``1 / (rank + 1) ** word_skew`` by how often the stream holds it
+  (0: uniformly); a query takes pool set ``i`` with probability proportional
+  to ``1 / (i + 1) ** skew`` (Zipf: keyword sets overlap as saved queries of
+  one team do, and the number of distinct sets grows slowly with the number
+  of queries; 0: uniformly, hundreds of distinct sets);
 * half of the queries restrict one relation with a random predicate on a
   numeric attribute (``>=``, ``<=`` or ``between``, constants drawn from the
   stream's values);
@@ -83,23 +85,31 @@ def _predicate(rng: random.Random, profile: StreamProfile, target: tuple[str, st
     return {"relation": relation, "attribute": attribute, "op": op, "value": value}
 
 
-def _pool(rng: random.Random, keywords: Sequence[str], size: int) -> list[list[str]]:
+def _pool(rng: random.Random, keywords: Sequence[str], size: int, word_skew: float = 0.0) -> list[list[str]]:
+    weights = [1.0 / (rank + 1) ** word_skew for rank in range(len(keywords))]
     pool: list[list[str]] = []
-    while len(pool) < size:
+    seen: set[tuple[str, ...]] = set()
+    for _ in range(size * 1000):
+        if len(pool) == size:
+            break
         k = 3 if rng.random() < 0.2 else 2
-        chosen = sorted(rng.sample(keywords, k))
-        if chosen not in pool:
-            pool.append(chosen)
+        chosen = set(rng.sample(keywords, k)) if not word_skew else set()
+        while len(chosen) < k:
+            chosen.add(rng.choices(keywords, weights)[0])
+        key = tuple(sorted(chosen))
+        if key not in seen:
+            seen.add(key)
+            pool.append(list(key))
     return pool
 
 
 def random_queries(profile: StreamProfile, n: int, seed: int = 0, pool: int = 24,
                    windows: Sequence[float | None] = (900.0, 1800.0, 3600.0), tmax: Sequence[int] = (3, 4, 5),
-                   filters: int = 4, first_id: int = 1, skew: float = 1.0) -> list[dict[str, Any]]:
-    """``n`` queries as plan entries (ids from ``first_id``), in registration order; pool set ``i`` is
-    drawn with weight ``1 / (i + 1) ** skew`` (0: uniformly)."""
+                   filters: int = 4, first_id: int = 1, skew: float = 1.0, word_skew: float = 0.0
+                   ) -> list[dict[str, Any]]:
+    """``n`` queries as plan entries (ids from ``first_id``), in registration order (see the module)."""
     rng = random.Random(f"queries-{seed}")
-    sets = _pool(rng, profile.keywords, pool)
+    sets = _pool(rng, profile.keywords, pool, word_skew)
     weights = [1.0 / (i + 1) ** skew for i in range(len(sets))]
     out = []
     for i in range(n):

@@ -10,7 +10,9 @@ The semantics, stated once (``docs/wxquery.md`` repeats them for users):
   is full. Instance *k* of ``|ref diff Δ step μ|`` holds the entering items
   whose reference value ``t`` has ``kμ-Δ <= t < kμ``; it is evaluated when the
   first entering item with ``t >= kμ`` arrives, for every ``kμ`` after the
-  first entering item's ``t`` (empty instances included). A where condition
+  first entering item's ``t``, empty instances included, but of the instances
+  one item completes the empty ones only as the first and the last (a jump of
+  ``t`` costs what the data costs: :func:`completed_ends`). A where condition
   on the window's elements holds if some item satisfies each comparison
   (XQuery's existential comparison); aggregates of an empty window are the
   empty sequence (``count`` and ``sum`` give 0).
@@ -18,8 +20,9 @@ The semantics, stated once (``docs/wxquery.md`` repeats them for users):
   instance ending at ``E`` completes (same rules as above, time windows also
   when they are partial at the start), its new items (in instance ``E`` and
   not in ``E - μ``) are joined with the current instance of the other input,
-  in nested-loop order of the for clauses. At the end of the items, nothing
-  more is evaluated.
+  in nested-loop order of the for clauses (an instance with no new item joins
+  nothing: past the last one, only the input's current instance moves on).
+  At the end of the items, nothing more is evaluated.
 
 Everything here is computed the simple way (instances rebuilt from the list
 of entering items, aggregates exactly with fractions), so the shared
@@ -31,15 +34,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Sequence
 
 from lxml import etree
 
+from ..sharing.windows import ceil_to, last_end, rounded
 from .construct import ItemValues, construct, serialize
 from .predicates import DNF, Atom, evaluate
 from .translate import Input, Subscription
 
-__all__ = ["Entered", "AloneEvaluator", "aggregate_value", "inside", "window_position", "first_end"]
+__all__ = ["Entered", "AloneEvaluator", "aggregate_value", "inside", "window_position", "first_end",
+           "completed_ends"]
 
 
 @dataclass(slots=True)
@@ -60,7 +65,33 @@ def inside(position: float, end: float, size: int, kind: str) -> bool:
 
 def first_end(position: float, step: int) -> int:
     """The end of the first time instance evaluated after an item at ``position``: the next multiple of μ."""
-    return (math.floor(position / step) + 1) * step
+    return last_end(position, step) + step
+
+
+def completed_ends(next_end: int, position: float, reach: float, steps: Sequence[int]) -> tuple[list[int], int]:
+    """The ends of the time instances an item at ``position`` completes that are evaluated, and the next end.
+
+    Instances end every ``steps[0]`` from ``next_end`` on. Those ending by
+    ``reach`` (where the items before this one stop mattering: past it no
+    instance holds one, or a new one) are each evaluated; of the later ones,
+    all empty, only the first and the last ending on each step of ``steps``
+    (the windows built from these instances). So a jump of the reference
+    value costs what the data costs, not one instance per step of the jump.
+    """
+    grid = steps[0]
+    last = last_end(position, grid)
+    ends: list[int] = []
+    end = next_end
+    while end <= last and end <= reach:
+        ends.append(end)
+        end += grid
+    if end <= last:
+        for step in steps:
+            first, final = ceil_to(end, step), last_end(last, step)
+            if first <= final:
+                ends += [first, final]
+        ends = sorted(set(ends))
+    return ends, max(next_end, last + grid)
 
 
 def window_position(inp: Input, values: ItemValues, count: int) -> float:
@@ -71,15 +102,16 @@ def window_position(inp: Input, values: ItemValues, count: int) -> float:
 
 
 def aggregate_value(function: str, values: list[float]) -> float | int | None:
-    """An aggregate computed exactly (as the shared partials are): None is the empty sequence."""
+    """An aggregate computed exactly (as the shared partials are): None is the empty sequence, and a sum
+    beyond the float range."""
     if function == "count":
         return len(values)
     if function == "sum":
-        return float(sum(map(Fraction, values), Fraction(0))) if values else 0
+        return rounded(sum(map(Fraction, values), Fraction(0))) if values else 0
     if not values:
         return None
     if function == "avg":
-        return float(sum(map(Fraction, values), Fraction(0)) / len(values))
+        return rounded(sum(map(Fraction, values), Fraction(0)) / len(values))
     return min(values) if function == "min" else max(values)
 
 
@@ -137,9 +169,10 @@ class AloneEvaluator:
         if window.kind == "time":
             if self.next_end[0] is None:
                 self.next_end[0] = first_end(entered.position, window.step)
-            while entered.position >= self.next_end[0]:
-                out += self._evaluate_window(inp, self.next_end[0], items)
-                self.next_end[0] += window.step
+            reach = items[-1].position + window.size if items else -math.inf  # later instances hold no item
+            ends, self.next_end[0] = completed_ends(self.next_end[0], entered.position, reach, (window.step,))
+            for end in ends:
+                out += self._evaluate_window(inp, end, items)
             items.append(entered)
         else:
             items.append(entered)
@@ -186,9 +219,11 @@ class AloneEvaluator:
         if window.kind == "time":
             if self.next_end[index] is None:
                 self.next_end[index] = first_end(entered.position, window.step)
-            while entered.position >= self.next_end[index]:
-                out += self._join_update(index, self.next_end[index])
-                self.next_end[index] += window.step
+            # later instances hold no new item: they join nothing, but the last one is the input's current one
+            reach = items[-1].position + min(window.size, window.step) if items else -math.inf
+            ends, self.next_end[index] = completed_ends(self.next_end[index], entered.position, reach, (window.step,))
+            for end in ends:
+                out += self._join_update(index, end)
             items.append(entered)
         else:
             items.append(entered)

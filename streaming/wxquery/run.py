@@ -2,13 +2,14 @@
 
 Before any subscription sees an item, the run checks what every subscription
 relies on: each element compared with numbers or aggregated must hold a
-number, and each time window's reference element must not go back in time
+finite number, and each time window's reference element must not go back in time
 (relative to the stream's previous item). An item failing a check is a dead
 letter for the whole run, so every sharing mode sees the same items.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -83,9 +84,11 @@ class _Checker:
     def problem(self, stream: str, values: ItemValues) -> str | None:
         for path in sorted(self.numeric.get(stream, ())):
             try:
-                values((path, None, "number"))
+                number = values((path, None, "number"))
             except ValueError:
                 return f"{path} is not a number and subscriptions read it as one"
+            if number is not None and not math.isfinite(number):  # INF, NaN, 1e999: no window or sum holds one
+                return f"{path} is not a finite number and subscriptions read it as one"
         for path in sorted(self.references.get(stream, ())):
             now = values((path, None, "number"))
             before = self.last.get((stream, path))

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections import defaultdict
 from functools import lru_cache
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from lxml import etree
 
 from ..sharing.windows import SharedWindowAggregator, WindowSubscriber, relax_window
-from .alone import AloneEvaluator, Entered, first_end, inside, window_position
+from .alone import AloneEvaluator, Entered, aggregate_value, completed_ends, first_end, inside, window_position
 from .apt import APF, APT
 from .construct import ItemValues, construct, serialize
 from .matching import pair_condition
@@ -42,6 +43,8 @@ __all__ = ["GroupRunner", "runner_for", "project", "xml_size"]
 
 _RECORD_BYTES = 96
 """Size of one serialized partial (count, sum, min, max of one source in one relaxed instance)."""
+_ITEMS = "#items"
+"""The source of an aggregates group that counts every entering item (which instances are empty)."""
 
 
 class GroupRunner:
@@ -159,6 +162,9 @@ class AggregatesRunner(GroupRunner):
                 self.source_path[agg.source] = agg.path
             for i, _ in enumerate(self.post_atoms):
                 subscribers[f"#post{i}"].append(WindowSubscriber((m.name, f"#post{i}"), w.size, w.step, "max"))
+            # every entering item: its windows are empty exactly where the member's instances are, so it emits
+            # every instance the member evaluates alone (the other sources' thinned ones among them)
+            subscribers[_ITEMS].append(WindowSubscriber((m.name, _ITEMS), w.size, w.step, "count"))
         self.aggregators = {source: SharedWindowAggregator(self.kind, subs, relaxed=self.relaxed)
                             for source, subs in subscribers.items()}
         self.members = {m.name: m.sub for m in group.members}
@@ -174,7 +180,9 @@ class AggregatesRunner(GroupRunner):
         emitted: dict[tuple[str, float], dict[str, Any]] = defaultdict(dict)
         for source, aggregator in self.aggregators.items():
             before = aggregator.relaxed_instances
-            if source.startswith("#post"):
+            if source == _ITEMS:
+                emissions = aggregator.add(position, 0.0)
+            elif source.startswith("#post"):
                 atom = self.post_atoms[int(source[5:])]
                 value = 1.0 if values.atom(atom) else 0.0
                 emissions = aggregator.add(position, value)
@@ -198,11 +206,15 @@ class AggregatesRunner(GroupRunner):
         return out
 
     def _results(self, sub, found: dict[str, Any]) -> list[str]:
+        """A member's results of one instance. A source thins its empty windows on its own (first and last
+        of those one item closes), so a value it did not emit for an instance the member evaluates is the
+        value of an empty window."""
         if not sub.post.is_true:
             flags = {atom: found.get(f"#post{i}") == 1.0 for i, atom in enumerate(self.post_atoms)}
             if not any(all(flags.get(a, False) for a in conj) for conj in sub.post.any_of):
                 return []
-        binding = {let.var: found.get(let.var) for let in sub.lets}
+        binding = {let.var: found[let.var] if let.var in found else aggregate_value(let.aggregate.function, [])
+                   for let in sub.lets}
         keys = {let.aggregate.key: binding[let.var] for let in sub.lets}
         if not evaluate(sub.having, lambda dim: keys.get(dim[0])):
             return []
@@ -211,10 +223,21 @@ class AggregatesRunner(GroupRunner):
 
 
 class _JoinState:
-    """Per-input windows of a step join: entered items, the next instance end, the last completed one."""
+    """Per-input windows of a step join: entered items, the next instance end, the last completed one.
 
-    def __init__(self, windows: list[tuple[str, int, int]]):
+    ``reaches`` (per input, default ``min(Δ, μ)``) is how far past its newest
+    item an instance may still hold something its readers need (a new item,
+    or an item at all for windows built from these instances); ``steps`` (per
+    input, default ``(μ,)``) are the steps of the windows read from it. Of
+    the instances an item completes beyond that reach, only the first and the
+    last on each step are returned.
+    """
+
+    def __init__(self, windows: list[tuple[str, int, int]], reaches: list[int] | None = None,
+                 steps: list[tuple[int, ...]] | None = None):
         self.windows = windows  # (kind, size, step) per input
+        self.reaches = reaches or [min(size, step) for _, size, step in windows]
+        self.steps = steps or [(step,) for _, _, step in windows]
         self.entered: list[list[Entered]] = [[] for _ in windows]
         self.counts = [0 for _ in windows]
         self.next_end: list[float | None] = [None for _ in windows]
@@ -223,19 +246,16 @@ class _JoinState:
     def arrive(self, index: int, entered: Entered) -> list[float]:
         """Add an entered item; return the ends of the instances of input ``index`` it completes, in order."""
         kind, _size, step = self.windows[index]
-        ends: list[float] = []
         self.counts[index] += 1
-        if kind == "time":
-            if self.next_end[index] is None:
-                self.next_end[index] = first_end(entered.position, step)
-            while entered.position >= self.next_end[index]:
-                ends.append(self.next_end[index])
-                self.next_end[index] += step
-            self.entered[index].append(entered)
-        else:
-            self.entered[index].append(entered)
-            if self.counts[index] % step == 0:
-                ends.append(float(self.counts[index]))
+        items = self.entered[index]
+        if kind == "count":
+            items.append(entered)
+            return [float(self.counts[index])] if self.counts[index] % step == 0 else []
+        if self.next_end[index] is None:
+            self.next_end[index] = first_end(entered.position, step)
+        reach = items[-1].position + self.reaches[index] if items else -math.inf
+        ends, self.next_end[index] = completed_ends(self.next_end[index], entered.position, reach, self.steps[index])
+        items.append(entered)
         return ends
 
     def content(self, index: int, end: float | None, size: int | None = None) -> list[Entered]:
@@ -319,7 +339,12 @@ class WindowsRunner(GroupRunner):
         self.streams = [t.stream for t in apf.trees]
         self.pres = [t.window.pre for t in apf.trees]
         self.relaxed = [(t.window.kind, t.window.size, t.window.step) for t in apf.trees]
-        self.shared = _JoinState(self.relaxed)
+        member_steps = [[m.sub.inputs[i].window.step for m in group.members] for i in range(len(apf.trees))]
+        # every relaxed instance that holds an item is kept; past them, each member's first and last instance
+        # (a member instance holding a new item ends less than its step past the newest item: it is the first)
+        self.shared = _JoinState(self.relaxed, [size for _, size, _ in self.relaxed],
+                                 [tuple(dict.fromkeys([step, *steps])) for (_, _, step), steps in
+                                  zip(self.relaxed, member_steps)])
         self.instances: list[dict[float, list[Entered]]] = [{} for _ in apf.trees]
         self.item_paths = [t.item_path for t in apf.trees]
         self.kept = [list(t.outputs()) for t in apf.trees]

@@ -445,3 +445,25 @@ def test_aggregate_values_equal_run_plan_across_restarts_exactly_once(redis_clie
     expected = {aid: values for aid, values in run_plan_values().items() if values}
     assert published_values(redis_client) == expected
     assert expected[1] and expected[4]  # the example has values to check
+
+
+def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_client):
+    """Ingest judged these ops by the guard it had; the evaluator judges them again by the plan's, with seqs."""
+    jump = ins("Product", 1000, pid=7, title="texas dress", price=1.0)
+    ops = OPS + [jump, ins("Order", 44, oid=10, cid=1, pid=6, note="")]
+    lines = [stamp(i, json.dumps(op, separators=(",", ":"))) for i, op in enumerate(ops)]
+    rows = parsed(redis_client, lines)
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    ev.apply_batch(0, rows[:20])
+    guarded = plan(2, query(5))
+    guarded["stream"]["clock"] = {"max_jump": 100.0}
+    bus.write_plan(redis_client, 1, guarded)
+    ev.apply_batch(1, rows[20:])
+    dead = stream_events(redis_client, DeadLetter)
+    assert [(d.seq, d.reason) for d in dead[3:]] == [
+        (len(OPS), "ts 1000 jumps 957 s past the stream clock 43 (at most 100 s: its max_clock_jump setting)")]
+    expected, expected_live = reference(ops[:len(OPS)] + [{"op": "unknown"}] + ops[len(OPS) + 1:])
+    assert published(redis_client, 5) == (expected, expected_live)
+    assert ev.event_time == 44

@@ -140,3 +140,34 @@ def test_a_batch_published_before_a_crash_is_not_published_twice(redis_client, m
     expected = _reference(document)
     for sid in (12, 13):  # q3 and q4 have no window: the restart loses no state they need
         assert [r.item for r in _published(redis_client, sid)] == expected[sid]
+
+
+def test_a_late_item_or_one_the_guard_refuses_reaches_no_subscription_and_nor_do_its_inserts(redis_client):
+    """The XML ingest stores an item op, then its inserts, at the item's ts: the evaluator judges the item
+    against the stream clock as it will judge its inserts, so all are dead letters together and the
+    subscriptions' results are those of the items without it."""
+    document = photons_document(80, seed=7)
+    kept = [item.element for item in parse_items(document, DTD).items]
+    late, absurd = (etree.fromstring(etree.tostring(kept[k])) for k in (20, 40))
+    late.find("det_time").text = "0.001"
+    absurd.find("det_time").text = "1e15"
+    hostile = "<photons>" + "".join(etree.tostring(e, encoding="unicode") for e in
+                                    kept[:30] + [late] + kept[30:50] + [absurd] + kept[50:]) + "</photons>"
+    bus.write_plan(redis_client, 1, _plan(1, TEXTS, [{"id": 1, "keywords": [], "predicates": [
+        {"relation": "Photon", "attribute": "en", "op": ">=", "value": 0.0}]}]))
+    evaluator = GroupEvaluator(redis_client, 1)
+    evaluator.start()
+    _feed(redis_client, evaluator, _lines(hostile))
+    expected = _reference("<photons>" + "".join(etree.tostring(e, encoding="unicode") for e in kept) + "</photons>")
+    for sid in TEXTS:
+        assert [r.item for r in _published(redis_client, sid)] == expected[sid]
+    dead = [e for _, e in bus.read_stream_events(redis_client, 4, count=1000) if isinstance(e, DeadLetter)]
+    clock_at_late = float(kept[29].findtext("det_time"))
+    assert [(d.seq, d.reason) for d in dead] == [
+        (60, f"item: late time: 0.001 is before the stream clock {clock_at_late:g}"),
+        (61, f"late op: ts 0.001 is before the stream clock {clock_at_late:g}"),
+        (102, "item: ts 1e+15 is outside the stream's range [-62135596800, 253402300799] (its ts_min and ts_max "
+              "settings)"),
+        (103, "ts 1e+15 is outside the stream's range [-62135596800, 253402300799] (its ts_min and ts_max settings)"),
+    ]
+    assert len(bus.read_snapshot(redis_client, 1)[1]) == len(kept)  # every other item's Photon is stored

@@ -132,6 +132,51 @@ def test_both_sources_share_the_stream_counter(redis_client, tmp_path):
         sources.writer_for(redis_client, 5, "kafka", tmp_path)
 
 
+@pytest.mark.redis
+@pytest.mark.parametrize("kind", ["landing", "redis"])
+def test_a_turn_reads_the_ingest_clock_and_its_store_advances_it_with_the_seqs(redis_client, tmp_path, kind):
+    writer = sources.writer_for(redis_client, 6, kind, tmp_path)
+    with writer.turn() as turn:
+        assert turn.clock is None  # nothing stored yet
+        assert turn.store(OPS[:2], 1.0) == [0, 1]
+        with pytest.raises(RuntimeError):
+            turn.store(OPS[2:3], 2.0)
+    assert sources.ingest_clock(redis_client, 6) == 1.0
+    with writer.turn() as turn:
+        assert turn.clock == 1.0
+        assert turn.store([], 9.0) == []  # nothing stored: the clock stays
+    assert writer.write(OPS[2:3]) == [2]  # a plain write stores the lines and leaves the clock
+    with writer.turn() as turn:
+        assert turn.clock == 1.0
+        assert turn.store(OPS[3:], 1e15) == [3, 4]
+    assert redis_client.get(Keys.stream_clock(6)) == repr(1e15)
+
+
+@pytest.mark.redis
+def test_writers_take_turns_so_each_reads_the_clock_the_one_before_left(redis_client, redis_url, tmp_path):
+    """A turn holds the stream's lock from reading the clock to storing: a second writer (either source)
+    waits, then reads the clock the first one left."""
+    first = sources.LandingWriter(redis_client, 7, tmp_path / "7")
+    inside, seen = threading.Event(), []
+
+    def second():
+        inside.wait()
+        with sources.RedisStreamWriter(bus.connect(redis_url), 7).turn() as turn:
+            seen.append(turn.clock)
+            turn.store(OPS[2:3], 30.0)
+
+    other = threading.Thread(target=second)
+    other.start()
+    with first.turn() as turn:
+        inside.set()
+        other.join(0.5)
+        assert other.is_alive() and not seen  # waiting for the lock
+        turn.store(OPS[:2], 20.0)
+    other.join()
+    assert seen == [20.0]
+    assert sources.ingest_clock(redis_client, 7) == 30.0
+
+
 def test_a_landing_file_archived_by_another_consumer_meanwhile_is_left_out(tmp_path, monkeypatch):
     """Two consumers of one directory: the other archives the newest file between this one's listing and
     its read (seen with five evaluators over one landing directory). It was applied by all: not listed,

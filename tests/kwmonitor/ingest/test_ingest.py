@@ -22,12 +22,6 @@ GOOD = [
 
 
 @pytest.fixture
-def landing(settings, tmp_path):
-    settings.LANDING_DIR = tmp_path
-    return tmp_path
-
-
-@pytest.fixture
 def stream(ecommerce_schema, redis_client, landing):
     from kwmonitor.streams.models import Stream
 

@@ -22,12 +22,6 @@ BILLION_LAUGHS = ('<!DOCTYPE photons [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lo
 
 
 @pytest.fixture
-def landing(settings, tmp_path):
-    settings.LANDING_DIR = tmp_path
-    return tmp_path
-
-
-@pytest.fixture
 def stream(photons_stream, redis_client, landing):
     return photons_stream
 

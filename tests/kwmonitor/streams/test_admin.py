@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from kwmonitor.streams.models import Evaluator, ResultEvent, Stream
+from streaming import bus
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +59,48 @@ def test_start_and_stop_actions_send_tasks_to_the_broker(staff_client, shop, red
     ]
     assert all(m["content-type"] == "application/json" for m in messages)
     assert Stream.objects.count() == 1
+
+
+def _stream_form(shop, **changes) -> dict:
+    """The stream's change form as the admin page posts it, with ``changes``."""
+    data = {"name": shop.name, "schema": shop.schema_id, "item_format": "json", "dtd": "", "xml_mapping": "",
+            "source_kind": "landing", "evaluator_processes": 1, "ts_min": "-62135596800", "ts_max": "253402300799",
+            "max_clock_jump": "2592000"}
+    data.update(changes)
+    return data
+
+
+@pytest.mark.redis
+def test_the_clock_guard_is_shown_edited_and_checked_on_the_stream_page(staff_client, shop, redis_client):
+    url = reverse("admin:streams_stream_change", args=[shop.pk])
+    page = staff_client.get(url).content.decode()
+    assert "Clock guard" in page and "largest clock jump" in page.lower()
+    assert "none yet: the next op is judged by the range only" in page
+    for changes, expected in [
+        ({"ts_min": "100", "ts_max": "50", "max_clock_jump": "0"}, {
+            "ts_max": "The latest ts (50) is before the earliest ts (100): no op could pass.",
+            "max_clock_jump": "The largest clock jump must be more than 0 seconds (leave it empty for no limit)."}),
+        ({"ts_max": "inf"}, {"ts_max": "Enter a number."}),
+    ]:
+        response = staff_client.post(url, _stream_form(shop, **changes))
+        assert response.status_code == 200, changes  # the form again, with every error on its field
+        assert {f: e[0] for f, e in response.context["adminform"].form.errors.items()} == expected
+    response = staff_client.post(url, _stream_form(shop, ts_min="1500000000", ts_max="", max_clock_jump="3600"))
+    assert response.status_code == 302
+    shop.refresh_from_db()
+    assert (shop.ts_min, shop.ts_max, shop.max_clock_jump) == (1.5e9, None, 3600.0)
+    guard = shop.clock_guard()
+    assert guard.refuse(1.4e9, None) and guard.refuse(1e300, None) is None and guard.refuse(1.6e9, 1.5e9)
+    redis_client.set(bus.Keys.stream_clock(shop.pk), repr(1732000000.5))
+    page = staff_client.get(url).content.decode()
+    assert "1732000000.5, 2024-11-19 07:06:40 UTC (the largest ts stored so far)" in page
+
+
+def test_a_stream_guard_with_no_finite_limit_is_refused_by_the_model(shop):
+    from django.core.exceptions import ValidationError
+
+    shop.max_clock_jump = float("nan")
+    with pytest.raises(ValidationError) as raised:
+        shop.full_clean()
+    assert raised.value.message_dict["max_clock_jump"] == [
+        "Enter a finite number of seconds (leave it empty for no limit)."]

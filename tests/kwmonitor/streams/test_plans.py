@@ -1,10 +1,13 @@
 """Plans are written to Redis after commit, with a new version on every change."""
 
+import sys
+
 import pytest
 
 from kwmonitor.queries.models import KeywordQuery, Predicate
 from kwmonitor.streams.models import Evaluator, Stream
 from streaming import bus
+from streaming.clock import MAX_CLOCK_JUMP, TS_MAX, TS_MIN
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -13,7 +16,7 @@ def plan_of(redis_client, stream):
     return bus.read_plan(redis_client, Evaluator.objects.get(stream=stream).pk)
 
 
-def test_plan_lists_the_enabled_queries_with_schema_and_source(shop, redis_client, settings):
+def test_plan_lists_the_enabled_queries_with_schema_source_and_clock_guard(shop, redis_client, settings):
     plan = plan_of(redis_client, shop)
     evaluator = Evaluator.objects.get(stream=shop)
     assert plan["version"] == evaluator.plan_version and plan["evaluator"] == evaluator.pk
@@ -24,6 +27,7 @@ def test_plan_lists_the_enabled_queries_with_schema_and_source(shop, redis_clien
                                         "consumers": [evaluator.pk], "consumers_key": consumers}
     # a running reader follows the directory's consumers in Redis, written with the plans
     assert redis_client.smembers(consumers) == {bus.Keys.evaluator_state(evaluator.pk)}
+    assert plan["stream"]["clock"] == {"ts_min": TS_MIN, "ts_max": TS_MAX, "max_jump": MAX_CLOCK_JUMP}
     query = KeywordQuery.objects.get(name="dress in texas")
     assert plan["queries"] == [{
         "id": query.pk, "keywords": ["dress", "texas"], "tmax": 4, "window_seconds": 1800.0,
@@ -51,6 +55,9 @@ def test_every_committed_change_publishes_a_newer_plan(shop, redis_client, user)
     shop.source_kind = "redis"
     shop.save()
     assert changed()["stream"]["source"] == {"kind": "redis", "key": bus.Keys.stream_ops(shop.pk)}
+    shop.max_clock_jump, shop.ts_max = 60.0, None
+    shop.save()
+    assert changed()["stream"]["clock"] == {"ts_min": TS_MIN, "ts_max": sys.float_info.max, "max_jump": 60.0}
 
 
 def test_one_transaction_publishes_once_and_a_rollback_publishes_nothing(shop, redis_client, user):

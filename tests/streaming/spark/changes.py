@@ -11,11 +11,12 @@ from pathlib import Path
 from streaming import bus
 from streaming.events import result_key
 
-__all__ = ["published", "cli_events", "run_plan_events", "run_plan_query"]
+__all__ = ["published", "cli_events", "run_plan_events", "run_plan_rejects", "run_plan_query"]
 
 
 def published(client, query_id: int) -> tuple[dict[int, list], set[str]]:
-    """seq -> sorted (type, result key) of the change stream, and the live set it builds.
+    """seq -> sorted (type, result key) of the change stream, and the live set it builds (edits of the
+    query announced on the stream are skipped).
 
     Fails on an add of a live result or a remove of an absent one (a duplicate
     add or a lost remove).
@@ -28,12 +29,14 @@ def published(client, query_id: int) -> tuple[dict[int, list], set[str]]:
         if not batch:
             break
         for entry_id, change in batch:
+            after = entry_id
+            if change.type == "query.updated":  # an edit announced to the query's page, not a change
+                continue
             kind = "add" if change.type == "result.add" else "remove"
             key = change.result.key
             assert (kind == "add") == (key not in live), f"seq {change.seq}: {kind} of {key} breaks the live set"
             live.symmetric_difference_update({key})
             per_seq[change.seq].append((kind, key))
-            after = entry_id
     return {seq: sorted(v) for seq, v in per_seq.items()}, live
 
 
@@ -60,13 +63,23 @@ def cli_events(schema_doc: dict, ops: list[str], keywords: str, tmax: int, windo
 
 def run_plan_events(plan: dict, ops: list[str], workdir: Path) -> Path:
     """Run ``python -m streaming run-plan`` on ``ops`` with ``plan`` (schema, queries, aggregates);
-    returns its output folder (``query-<id>.ndjson``, ``aggregate-<id>.ndjson``)."""
+    returns its output folder (``query-<id>.ndjson``, ``aggregate-<id>.ndjson``; the rejects are beside
+    it, :func:`run_plan_rejects`)."""
     (workdir / "plan.json").write_text(json.dumps(plan))
     (workdir / "ops.ndjson").write_text("".join(line + "\n" for line in ops))
     subprocess.run([sys.executable, "-m", "streaming", "run-plan", "--plan", str(workdir / "plan.json"), "--ops",
-                    str(workdir / "ops.ndjson"), "--out-dir", str(workdir / "out"), "--rejects", "/dev/null"],
-                   check=True)
+                    str(workdir / "ops.ndjson"), "--out-dir", str(workdir / "out"), "--rejects",
+                    str(workdir / "rejects.txt")], check=True)
     return workdir / "out"
+
+
+def run_plan_rejects(out: Path) -> list[tuple[int, str]]:
+    """(seq, reason) of each op ``run-plan`` rejected (seq = line number - 1: the ops are the stored lines)."""
+    rejects = []
+    for line in (out.parent / "rejects.txt").read_text().splitlines():
+        number, reason = line.removeprefix("line ").split(": ", 1)
+        rejects.append((int(number) - 1, reason))
+    return rejects
 
 
 def run_plan_query(out: Path, query_id: int) -> dict[int, list]:

@@ -134,3 +134,18 @@ def two_streams(draw) -> list[tuple[str, etree._Element]]:
     b = [etree.fromstring(x) for x in photon_items(draw(st.integers(0, 40)), seed=draw(st.integers(0, 999)), rate=1.0)]
     merged = [("photon1", x) for x in a] + [("photon2", y) for y in b]
     return sorted(merged, key=lambda p: float(p[1].findtext("det_time")))
+
+
+JUMPS = [3.0, 17.0, 50.0, 1e3, 1e9, 1e15]
+
+
+@st.composite
+def with_jumps(draw, items: list[tuple[str, etree._Element]]) -> list[tuple[str, etree._Element]]:
+    """``items`` with up to four jumps of det_time (seconds to 1e15) at random places: every later item
+    moves by the jumps before it, so det_time stays non-decreasing in arrival order."""
+    places = draw(st.lists(st.tuples(st.integers(0, max(len(items) - 1, 0)), st.sampled_from(JUMPS)), max_size=4))
+    for index, (_, item) in enumerate(items):
+        shift = sum(jump for place, jump in places if place <= index)
+        if shift:
+            item.find("det_time").text = repr(float(item.findtext("det_time")) + shift)
+    return items

@@ -12,7 +12,8 @@ from streaming.wxquery.matching import same_abstraction
 from streaming.wxquery.run import run_subscriptions
 from streaming.wxquery.translate import compile_text
 
-from .strategies import dtds, join_subscriptions, photon_streams, subscriptions, two_streams
+from .strategies import (dtds, join_subscriptions, photon_streams, subscriptions, two_streams, window_subscriptions,
+                         with_jumps)
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -21,25 +22,39 @@ def _compile(texts: list[str]):
     return [(f"s{i}", compile_text(t, dtds)) for i, t in enumerate(texts)]
 
 
-@SETTINGS
-@given(st.lists(subscriptions, min_size=1, max_size=6), photon_streams())
-def test_single_stream_sharing_equals_alone(texts, items):
+def _assert_sharing_equals_alone(texts: list[str], items) -> None:
     subs = _compile(texts)
     alone = run_subscriptions(subs, items, "none", dtds).results
     for mode in ("match", "widen"):
         shared = run_subscriptions(subs, items, mode, dtds)
         assert shared.results == alone, (mode, shared.stats["groups"])
+
+
+@SETTINGS
+@given(st.lists(subscriptions, min_size=1, max_size=6), photon_streams())
+def test_single_stream_sharing_equals_alone(texts, items):
+    _assert_sharing_equals_alone(texts, items)
 
 
 @SETTINGS
 @given(st.sampled_from(["time", "count"]).flatmap(lambda k: st.lists(join_subscriptions(k), min_size=1, max_size=4)),
        two_streams())
 def test_join_sharing_equals_alone(texts, items):
-    subs = _compile(texts)
-    alone = run_subscriptions(subs, items, "none", dtds).results
-    for mode in ("match", "widen"):
-        shared = run_subscriptions(subs, items, mode, dtds)
-        assert shared.results == alone, (mode, shared.stats["groups"])
+    _assert_sharing_equals_alone(texts, items)
+
+
+@SETTINGS
+@given(st.lists(window_subscriptions(), min_size=1, max_size=6), photon_streams().flatmap(with_jumps))
+def test_single_stream_sharing_equals_alone_across_jumps_of_time(texts, items):
+    """Of the instances one item completes, empty ones come as the first and the last, alone and shared."""
+    _assert_sharing_equals_alone(texts, items)
+
+
+@SETTINGS
+@given(st.lists(join_subscriptions("time"), min_size=1, max_size=4), two_streams().flatmap(with_jumps))
+def test_join_sharing_equals_alone_across_jumps_of_time(texts, items):
+    """Instances with no new item join nothing: jumped over, with the current instance kept right."""
+    _assert_sharing_equals_alone(texts, items)
 
 
 @settings(max_examples=80, deadline=None)

@@ -31,9 +31,9 @@ from ._evaluators import evaluator_of
 class Command(BaseCommand):
     help = (
         "Stop a stream's evaluator (name or id) and erase the stream's data: landing files, Spark checkpoint, "
-        "ops, seqs and evaluator state in Redis, its queries' live sets and change streams, and its history; a "
-        "PostgreSQL source's slot and capture state too. The configuration (schema, queries, ingest token) is "
-        "kept; the next op ingested gets seq 0."
+        "ops, seqs, ingest clock and evaluator state in Redis, its queries' live sets and change streams, and "
+        "its history; a PostgreSQL source's slot and capture state too. The configuration (schema, queries, "
+        "ingest token) is kept; the next op ingested gets seq 0."
     )
     slot_note = ""
 
@@ -71,6 +71,7 @@ class Command(BaseCommand):
         subscription_ids = list(WXQuerySubscription.objects.filter(stream=stream).values_list("pk", flat=True))
         keys = [
             Keys.stream_ops(stream.pk), Keys.stream_seq(stream.pk), Keys.stream_lock(stream.pk),
+            Keys.stream_clock(stream.pk),  # the ingest clock: a replayed stream starts from its first op again
             Keys.stream_events(stream.pk), Keys.stream_ingested(stream.pk),
             # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
             Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk), Keys.stream_vocabularies(stream.pk),

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('catalog', '0001_initial'),
-        ('streams', '0007_scale_out'),
+        ('streams', '0008_stream_clock_guard'),
     ]
 
     operations = [
