@@ -271,6 +271,7 @@ class Capture:
                                 return
                             self.sink.stage([orjson.dumps(ops.snapshot_row(table, row, ts)) for row in rows])
                             count += len(rows)
+                            self.progress.ops = count
                             self._report()
         self.sink.seal(phase="streaming", lsn=point, ts=ts, ops=count)
         self.progress.lsn, self.progress.ops = point, count
