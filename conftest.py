@@ -8,6 +8,7 @@ runs, so the channel layer, Celery and the bus client all use it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -28,6 +29,7 @@ hypothesis_settings.register_profile("fixed", derandomize=True)
 hypothesis_settings.register_profile("explore", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 DEMO_DIR = ROOT / "kwmonitor" / "streams" / "demo"
+_SOURCE_DBS = itertools.count()
 
 
 def _django_configured() -> bool:
@@ -127,3 +129,39 @@ def photons_stream(db):
     stream.full_clean()
     stream.save()
     return stream
+
+
+@pytest.fixture(scope="session")
+def logical_postgres():
+    """A throwaway PostgreSQL cluster with ``wal_level=logical`` on a free port (never the shared server, which
+    has no logical replication), started once per session, in a directory the ``postgres`` user can reach."""
+    import shutil
+    import tempfile
+
+    from streaming.capture.cluster import LogicalCluster
+
+    directory = tempfile.mkdtemp(prefix="kw-logical-pg-")
+    cluster = LogicalCluster(directory)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def source_db(logical_postgres):
+    """A fresh database on the logical cluster: its DSN. Dropped after the test, with the slots made on it."""
+    import psycopg
+
+    name = f"src_{next(_SOURCE_DBS)}_{os.getpid()}"
+    admin = logical_postgres.dsn()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield logical_postgres.dsn(name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for (slot,) in conn.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s", (name,)):
+            conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = %s "
+                         "AND active_pid IS NOT NULL", (slot,))
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+

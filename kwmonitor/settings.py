@@ -190,6 +190,7 @@ CELERY_BEAT_SCHEDULE = {
         ("supervise-evaluators", "supervise", 3.0),
         ("persist-history", "persist_history", 5.0),
         ("prune-landing-archives", "prune_landing_archives", 600.0),
+        ("watch-capture-slots", "watch_capture_slots", 15.0),
     )
 }
 
@@ -220,6 +221,17 @@ PREPROCESSOR_COMMAND = shlex.split(
         "PREPROCESSOR_COMMAND",
         default="{python} -m streaming.spark.preprocessor --evaluator {evaluator} --plan-evaluator {plan_evaluator} "
         "--redis-url {redis_url} --checkpoint-dir {checkpoint_dir} --out {out} --master {master}",
+    )
+)
+# Command line of the capture of a stream whose source is a PostgreSQL publication (docs/sources.md); placeholders
+# {python} {evaluator} (the capture's own id) {plan_evaluator} {redis_url} {dsn_env} (the name of the environment
+# variable holding the DSN, never the DSN) {publication} {slot} {landing} (the stream's landing directory) {state}.
+CAPTURE_COMMAND = shlex.split(
+    env.str(
+        "CAPTURE_COMMAND",
+        default="{python} -m streaming.capture --evaluator {evaluator} --plan-evaluator {plan_evaluator} "
+        "--redis-url {redis_url} --dsn-env {dsn_env} --publication {publication} --slot {slot} "
+        "--landing {landing} --state {state}",
     )
 )
 # Seconds without a heartbeat after which a running evaluator is taken as dead (and restarted).

@@ -4,6 +4,9 @@
 # daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder replaying
 # the demo feed into the stream. Logs go to $VAR_DIR/log/. Ctrl-C (or SIGTERM) stops everything
 # started here, every evaluator of this installation included (with their Spark JVMs), and says so.
+# DEMO_POSTGRES=1 adds a PostgreSQL-sourced stream 'shop-pg': a throwaway PostgreSQL with
+# wal_level=logical under $VAR_DIR/pgsource, the demo's tables in it fed with the same feed as SQL,
+# captured by the stream's capture process (a second Spark evaluator: give it a minute more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DJANGO_SETTINGS_MODULE=kwmonitor.settings
@@ -14,6 +17,7 @@ HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 DEMO_RATE="${DEMO_RATE:-20}"
 DEMO_OPS="${DEMO_OPS:-20000}"  # demo ops generated; fed at DEMO_RATE ops/s
+DEMO_POSTGRES="${DEMO_POSTGRES:-0}"  # 1: also the PostgreSQL-sourced stream shop-pg
 export VAR_DIR="${VAR_DIR:-var}"
 VAR="$VAR_DIR"
 # The ASC monitor closes a period every ~10 s of the demo's products (~15% of its ops), and the feed
@@ -68,11 +72,14 @@ cleanup() {
     echo "stopping..."
     # The feeder first, then beat and the worker (so nothing restarts an evaluator), then every
     # evaluator of this installation on this host with its Spark JVM, then the web server.
-    for role in "the feeder" "Celery beat" "the Celery worker"; do
+    for role in "the feeder" "the PostgreSQL feeder" "Celery beat" "the Celery worker"; do
         for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "$role" ]; then stop "$pid"; fi; done
     done
     $PY manage.py halt_evaluators 2>&1 | sed 's/^/  /' || echo "  could not stop the evaluators: run .venv/bin/python manage.py halt_evaluators" >&2
     for pid in "${pids[@]}"; do if [ "${names[$pid]}" = "the web server" ]; then stop "$pid"; fi; done
+    if [ "$DEMO_POSTGRES" = 1 ]; then
+        $PY -m streaming.capture.cluster stop --dir "$VAR/pgsource" && echo "  stopped the demo's PostgreSQL ($VAR/pgsource)"
+    fi
     if [ "$redis_was_up" = no ] && [ -s "$VAR/redis/redis.pid" ]; then
         kill -TERM "$(cat "$VAR/redis/redis.pid")" 2>/dev/null && echo "  stopped redis-server (pid $(cat "$VAR/redis/redis.pid"))"
     fi
@@ -80,6 +87,11 @@ cleanup() {
 }
 trap 'cleanup; exit 0' INT TERM
 trap cleanup EXIT
+
+if [ "$DEMO_POSTGRES" = 1 ]; then
+    KW_DSN_DEMO="$($PY -m streaming.capture.cluster start --dir "$VAR/pgsource")"
+    export KW_DSN_DEMO  # the stream names this variable: the web, worker and beat started below inherit it
+fi
 
 start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
 start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
@@ -105,12 +117,21 @@ web_up_ms=$(( ($(date +%s%N) - started_at) / 1000000 ))
 $PY manage.py reset_stream shop --no-input
 $PY manage.py start_evaluator shop
 start "the feeder" "$VAR/log/feeder.log" $PY manage.py replay "$FEED" --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE"
+PG_NOTE=""
+if [ "$DEMO_POSTGRES" = 1 ]; then
+    $PY manage.py load_postgres_demo --username demo
+    $PY manage.py reset_stream shop-pg --no-input
+    $PY manage.py start_evaluator shop-pg
+    start "the PostgreSQL feeder" "$VAR/log/pgfeeder.log" $PY manage.py feed_postgres "$FEED" --stream shop-pg --rate "$DEMO_RATE"
+    PG_NOTE="
+  stream 'shop-pg' captured from PostgreSQL (\$KW_DSN_DEMO=$KW_DSN_DEMO), its tables fed the same ops as SQL"
+fi
 
 cat <<MSG
 
   kwmonitor is up: $URL   (web up ${web_up_ms} ms after start)
   log in as:  demo / $DEMO_PASSWORD   (staff: the admin is at ${URL}admin/)
-  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from $FEED
+  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from $FEED$PG_NOTE
   logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log        Ctrl-C stops everything
 
 MSG

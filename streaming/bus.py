@@ -188,6 +188,11 @@ class Keys:
         return f"kw:stream:{stream_id}:consumers:{directory}"
 
     @staticmethod
+    def capture_slot(stream_id: int) -> str:
+        """The replication slot of a PostgreSQL-sourced stream as beat last saw it (JSON, with a TTL)."""
+        return f"kw:stream:{stream_id}:slot"
+
+    @staticmethod
     def sharing_report(stream_id: int) -> str:
         """Hash: evaluator id -> its latest :class:`~streaming.events.SharingReport` (the Sharing page
         reads their merge)."""

@@ -34,6 +34,7 @@ import os
 import re
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -49,6 +50,7 @@ __all__ = [
     "split_seq",
     "WriteTurn",
     "SourceWriter",
+    "LandingFile",
     "LandingWriter",
     "RedisStreamWriter",
     "ingest_clock",
@@ -240,15 +242,40 @@ class SourceWriter:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class LandingFile:
+    """One landing file before it is placed: its first seq, how many ops, its stamped lines."""
+
+    first_seq: int
+    count: int
+    data: bytes
+
+    @property
+    def name(self) -> str:
+        return landing_file_name(self.first_seq)
+
+
 class LandingWriter(SourceWriter):
-    """Writes batches of ops as atomic NDJSON files in a stream's landing directory."""
+    """Writes batches of ops as atomic NDJSON files in a stream's landing directory.
+
+    :meth:`append` is :meth:`reserve` (seqs, stamped lines) then :meth:`place`
+    (the atomic rename); a writer that must record what it is about to place
+    before placing it (the PostgreSQL capture, docs/sources.md) calls the two
+    itself.
+    """
 
     def __init__(self, client: redis.Redis, stream_id: int, directory: str | Path, lock_seconds: float | None = None):
         super().__init__(client, stream_id, lock_seconds)
         self.directory = Path(directory)
 
     def append(self, ops: Sequence[str], clock: float | None) -> int:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        landing = self.reserve(ops, clock)
+        self.place(landing)
+        return landing.first_seq
+
+    def reserve(self, ops: Sequence[str], clock: float | None = None) -> LandingFile:
+        """Assign the next seqs to ``ops`` (and the ingest clock ``clock`` unless None) and stamp them; nothing
+        is written yet."""
         # the clock moves with the seqs, before the file is written: a write that fails then leaves a clock
         # ahead of the stored ops, which judges later jumps more leniently, never more strictly
         with self.client.pipeline(transaction=True) as pipe:
@@ -257,8 +284,16 @@ class LandingWriter(SourceWriter):
                 pipe.set(Keys.stream_clock(self.stream_id), repr(clock))
             first = int(pipe.execute()[0]) - len(ops)
         text = "".join(stamp(first + i, op) + "\n" for i, op in enumerate(ops))
-        write_atomic(self.directory / landing_file_name(first), text.encode("utf-8"))
-        return first
+        return LandingFile(first, len(ops), text.encode("utf-8"))
+
+    def place(self, landing: LandingFile) -> None:
+        """Write the file whole into the directory (a synced temporary renamed into place)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.directory / landing.name, landing.data)
+
+    def placed(self, name: str) -> bool:
+        """Whether the file is in the directory or its archive."""
+        return (self.directory / name).exists() or (landing_archive(self.directory) / name).exists()
 
 
 # KEYS: seq counter, ops stream, ingest clock. ARGV: the new clock ("" to leave it), then the op lines

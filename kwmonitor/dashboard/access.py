@@ -1,6 +1,8 @@
 """Who may see what: a query or WXQuery subscription is visible to its owner
-and to staff; a stream to staff and to the owners of queries or subscriptions on it; a schema to staff and to the owners
-of queries on it or on one of its streams. Raw dead-letter lines (whatever a
+and to staff, who are also those who may edit or delete it; a user writes
+queries on the streams open to user queries (staff on any); a stream is
+visible to staff and to the owners of queries or subscriptions on it; a
+schema to staff and to the owners of queries on it or on one of its streams. Raw dead-letter lines (whatever a
 client sent) are for staff only; other viewers of a stream see their reasons.
 Used by pages and websockets alike."""
 
@@ -13,7 +15,7 @@ from kwmonitor.catalog.models import Schema
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, WXQuerySubscription
 from kwmonitor.streams.models import Stream
 
-__all__ = ["visible_queries", "visible_streams", "visible_schemas", "visible_aggregates", "visible_subscriptions",
+__all__ = ["visible_queries", "queryable_streams", "visible_streams", "visible_schemas", "visible_aggregates", "visible_subscriptions",
            "may_view_query", "may_view_stream", "may_view_subscription", "may_see_dead_letter_lines"]
 
 User = AbstractBaseUser | AnonymousUser
@@ -24,6 +26,14 @@ def visible_queries(user: User) -> QuerySet[KeywordQuery]:
         return KeywordQuery.objects.none()
     queries = KeywordQuery.objects.select_related("owner", "schema", "stream")
     return queries if user.is_staff else queries.filter(owner=user)
+
+
+def queryable_streams(user: User) -> QuerySet[Stream]:
+    """The streams ``user`` may write keyword queries on: staff any, others those open to user queries."""
+    if not user.is_authenticated or not user.is_active:
+        return Stream.objects.none()
+    streams = Stream.objects.select_related("schema").order_by("name")
+    return streams if user.is_staff else streams.filter(user_queries=True)
 
 
 def visible_streams(user: User) -> QuerySet[Stream]:

@@ -1,5 +1,5 @@
-"""The processes of a stream as its page shows them: each evaluator and the pre-processor, with the
-sharing classes placed on it, its rate and its lag behind ingest."""
+"""The processes of a stream as its page shows them: each evaluator, the pre-processor and the capture, with
+the sharing classes placed on each evaluator, its rate and its lag behind ingest."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
         raw_beat, (applied, batch_ms, rows_per_second) = replies[2 * i], replies[2 * i + 1]
         heartbeat = EvaluatorStatus.model_validate_json(raw_beat) if raw_beat else None
         status, detail, _ = evaluator_liveness(e, heartbeat, now)
-        applied_seq = int(applied) if applied is not None else None
+        applied_seq = int(applied) if applied is not None and e.role != "capture" else None
         batch = metrics.get(e.pk)
         if batch is not None:  # an evaluator: its last batch metrics event; the pre-processor: its state hash
             batch_ms, rows_per_second = batch.duration_ms, batch.rows_per_second
@@ -72,6 +72,6 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
             "lag": max(0, ingested - applied_seq) if applied_seq is not None else None,
             "rows_per_second": float(rows_per_second) if rows_per_second is not None else None,
             "batch_ms": float(batch_ms) if batch_ms is not None else None,
-            "classes": classes.get(e.pk, []) if e.role != "preprocessor" else [],
+            "classes": classes.get(e.pk, []) if e.role in ("primary", "secondary") else [],
         })
     return out

@@ -2,7 +2,7 @@
 
 The evaluator writes a :class:`~streaming.events.SharingReport` to Redis every
 few seconds (``bus.read_sharing_report``); the page renders it with the names
-of the member queries, and ``static/kwmonitor/js/sharing.js`` swaps in a fresh
+of the member queries, and ``static/kwmonitor/js/fragments.js`` swaps in a fresh
 rendering of the same fragment every few seconds.
 """
 

@@ -29,11 +29,12 @@ from streaming.schema import SchemaError
 
 from kwmonitor.queries.sharing import sharing_class_of
 
-from .access import (may_see_dead_letter_lines, visible_aggregates, visible_queries, visible_schemas, visible_streams,
-                     visible_subscriptions)
+from .access import (may_see_dead_letter_lines, queryable_streams, visible_aggregates, visible_queries, visible_schemas,
+                     visible_streams, visible_subscriptions)
 from .health import health_report
 from .processes import stream_processes
 from .schema_graph import draw_schema
+from .source import source_panel
 
 __all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status", "favicon"]
 
@@ -114,6 +115,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "query_rows": [{"query": q, "live": n, "health": states.get(q.pk)} for q, n in zip(queries, live_counts)],
             "subscription_rows": [{"subscription": s, "kept": n} for s, n in zip(subscriptions, kept)],
             "schemas": visible_schemas(request.user).order_by("name"),
+            "may_write_queries": queryable_streams(request.user).exists(),
             "report": report,
             "feeds": [{"stream": r["stream"].pk, "after": r["last_id"]} for r in rows],
             "status": _status_config(report),
@@ -199,6 +201,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "queries": visible_queries(request.user).filter(stream=stream).order_by("name"),
             "subscriptions": visible_subscriptions(request.user).filter(stream=stream).order_by("name"),
             "aggregates": _aggregate_tiles(visible_aggregates(request.user).filter(stream=stream)),
+            "source": source_panel(stream),
             "page": {"stream": stream.pk, "feed": f"/ws/streams/{stream.pk}/?replay={STREAM_PAGE_REPLAY}",
                      "show_lines": show_lines},
             "status": _status_config(report),

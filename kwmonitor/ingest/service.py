@@ -42,7 +42,8 @@ from streaming.sources import writer_for
 from kwmonitor.streams.connection import redis_client
 from kwmonitor.streams.models import Stream
 
-__all__ = ["LineError", "IngestResult", "GoodLine", "judge_times", "Ingestor"]
+__all__ = ["LineError", "IngestResult", "GoodLine", "judge_times", "Ingestor", "IngestClosed",
+           "closed_to_ingest"]
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,21 @@ def judge_times(guard: ClockGuard, times: Iterable[float],
     return reasons, clock
 
 
+class IngestClosed(ValueError):
+    """The stream takes no ingest: its ops come from a PostgreSQL publication's capture."""
+
+
+def closed_to_ingest(stream: Stream) -> str:
+    return (f"stream {stream.pk} takes its ops from PostgreSQL publication {stream.source_publication!r} (its "
+            "capture is the stream's only writer): change the tables, not the stream")
+
+
 class Ingestor:
     """Validates lines against one stream's schema and writes the good ones to its source."""
 
     def __init__(self, stream: Stream):
+        if stream.is_captured:
+            raise IngestClosed(closed_to_ingest(stream))
         self.stream = stream
         self.schema: SchemaGraph = stream.schema.graph()
         self.guard = stream.clock_guard()

@@ -6,7 +6,8 @@ reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
 was accepted or the body holds no line, 400 when every line was rejected, 503
 (with ``Retry-After``) when Redis, which assigns the seqs, does not answer or
 the stream's landing lock stays held: then no op was stored and the client
-sends the body again (docs/ops.md).
+sends the body again (docs/ops.md). A stream whose source is a PostgreSQL
+publication takes its ops from its capture alone: 409 (docs/sources.md).
 
 An XML stream takes ``Content-Type: application/xml`` (or ``text/xml``)
 bodies of items instead (:mod:`kwmonitor.ingest.xml`), with the same statuses
@@ -29,7 +30,7 @@ from streaming.xmlstream.items import BodyRejected
 
 from kwmonitor.streams.models import Stream
 
-from .service import Ingestor
+from .service import Ingestor, closed_to_ingest
 from .xml import XmlIngestor
 
 __all__ = ["ingest"]
@@ -59,6 +60,8 @@ def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
     # this endpoint should not confirm which ones exist to an unauthenticated caller.
     if stream is None or token is None or not secrets.compare_digest(token, stream.ingest_token):
         return _error(401, "missing or invalid ingest token", **{"WWW-Authenticate": 'Bearer realm="ingest"'})
+    if stream.is_captured:
+        return _error(409, closed_to_ingest(stream))
     limit = settings.INGEST_MAX_BYTES
     try:
         declared = int(request.headers.get("Content-Length") or 0)

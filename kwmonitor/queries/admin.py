@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -14,23 +12,10 @@ from streaming.schema import SchemaError
 from kwmonitor.streams.connection import redis_client
 
 from .apt_view import render_apt
+from .forms import PredicateFormSet
 from .models import AggregateSubscription, KeywordQuery, Predicate, WXQuerySubscription
 from .preview import preview_counts
 from .sharing import sharing_class_of
-
-
-class PredicateFormSet(BaseInlineFormSet):
-    """The query's predicates; a query without keywords (a filter subscription) needs one at least."""
-
-    def clean(self) -> None:
-        super().clean()
-        if any(self.errors):
-            return
-        kept = sum(1 for form in self.forms if form.cleaned_data and not form.cleaned_data.get("DELETE"))
-        try:
-            self.instance.check_content(kept)
-        except ValidationError as exc:
-            raise ValidationError(exc.messages) from None
 
 
 class PredicateInline(admin.TabularInline):

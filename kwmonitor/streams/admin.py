@@ -11,6 +11,10 @@ from django.urls import reverse
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from kwmonitor.catalog.models import Schema
+from streaming.capture.catalog import CatalogError
+from streaming.schema import Schema as SchemaGraph
+from streaming.schema import SchemaError
 from streaming.sources import ingest_clock
 
 from .connection import redis_client
@@ -25,6 +29,7 @@ from .models import (
     SubscriptionResultRecord,
 )
 from .plans import request_narrowing
+from .postgres import SourceUnreachable, publication_of
 from .tasks import start_evaluator, stop_evaluator
 
 
@@ -32,11 +37,19 @@ UPLOAD_MAX_BYTES = 1 << 20
 
 
 class StreamForm(forms.ModelForm):
-    """A stream; an XML stream's DTD and mapping may also be uploaded as files (they replace the text fields)."""
+    """A stream; an XML stream's DTD and mapping may also be uploaded as files (they replace the text fields); a
+    PostgreSQL source's schema may be made from the publication's tables (read from the catalog on save)."""
 
     dtd_file = forms.FileField(required=False, label="DTD file", help_text="Replaces the DTD above (UTF-8 text).")
     mapping_file = forms.FileField(required=False, label="mapping file",
                                    help_text="Replaces the mapping above (a JSON document).")
+    schema_from_catalog = forms.BooleanField(
+        required=False, label="Create the schema from the catalog",
+        help_text="PostgreSQL source: make (or remake) the stream's schema, named after the stream, from the "
+                  "publication's tables: each table a relation keyed by its primary key, its columns typed, its "
+                  "foreign keys between published tables. Remaking it means resetting the stream.")
+    #: (schema document, what the catalog left out), read by clean() when the box is ticked
+    catalog: tuple[dict, tuple[str, ...]] | None = None
 
     class Meta:
         model = Stream
@@ -64,20 +77,49 @@ class StreamForm(forms.ModelForm):
                 cleaned["xml_mapping"] = json.loads(mapping)
             except ValueError as exc:
                 raise forms.ValidationError({"mapping_file": f"not JSON: {exc}"}) from None
+        if cleaned.get("schema_from_catalog"):
+            self.catalog = self._read_catalog(cleaned)
+            self.instance.schema_from_catalog = True
         return cleaned
+
+    def _read_catalog(self, cleaned: dict) -> tuple[dict, tuple[str, ...]]:
+        """The schema document of the publication's tables, named after the stream, and what it left out."""
+        if cleaned.get("source_kind") != "postgres":
+            raise forms.ValidationError({"schema_from_catalog": "Only a PostgreSQL source has a catalog to read."})
+        probe = Stream(name=cleaned.get("name") or "", source_dsn_env=cleaned.get("source_dsn_env") or "",
+                       source_publication=cleaned.get("source_publication") or "")
+        try:
+            publication = publication_of(probe)
+            doc = dict(publication.schema_document(), name=probe.name)
+            SchemaGraph.from_dict(doc)
+        except (SourceUnreachable, CatalogError, SchemaError) as exc:
+            raise forms.ValidationError({"source_publication": str(exc)}) from None
+        existing = Schema.objects.filter(name=probe.name).first()
+        if existing is not None:
+            mine = self.instance.pk is not None and existing.pk == self.instance.schema_id
+            if not mine or existing.streams.exclude(pk=self.instance.pk).exists():
+                raise forms.ValidationError({"schema_from_catalog": (
+                    f"A schema named {probe.name!r} exists and belongs to something else: rename the stream or "
+                    "that schema.")})
+        return doc, publication.notes
 
 
 @admin.register(Stream)
 class StreamAdmin(admin.ModelAdmin):
     form = StreamForm
-    list_display = ("name", "schema", "item_format", "source_kind", "evaluator_status", "created")
+    list_display = ("name", "schema", "item_format", "source_kind", "user_queries", "evaluator_status", "created")
     list_filter = ("item_format", "source_kind", "schema")
     search_fields = ("name",)
     readonly_fields = ("ingest_token", "ingest_url", "source", "placement", "ingest_clock", "created")
     fieldsets = (
         (None, {"fields": ("name", "schema", "item_format", "dtd", "dtd_file", "xml_mapping", "mapping_file",
-                           "source_kind", "evaluator_processes", "preprocess", "placement", "ingest_token",
-                           "ingest_url", "source", "created")}),
+                           "source_kind", "user_queries", "evaluator_processes", "preprocess", "placement",
+                           "ingest_token", "ingest_url", "source", "created")}),
+        ("PostgreSQL source", {
+            "fields": ("source_dsn_env", "source_publication", "source_slot", "schema_from_catalog"),
+            "description": "For a stream whose source is a PostgreSQL publication: its capture follows the slot and "
+                           "turns each committed change of the publication's tables into ops (docs/sources.md).",
+        }),
         ("Clock guard", {
             "fields": ("ts_min", "ts_max", "max_clock_jump", "ingest_clock"),
             "description": "Timestamps (ts, seconds) the stream takes. An op outside the range, or whose ts jumps "
@@ -88,6 +130,18 @@ class StreamAdmin(admin.ModelAdmin):
     )
     actions = ["regenerate_token", "narrow"]
 
+    def save_model(self, request, obj: Stream, form, change) -> None:
+        """A schema read from the catalog is made (or remade) in the same transaction as the stream."""
+        if form.catalog is not None:
+            doc, notes = form.catalog
+            obj.schema = Schema.import_document(doc, description=f"The tables of PostgreSQL publication "
+                                                                 f"{obj.source_publication!r}.", replace=True)
+            relations = ", ".join(r["name"] for r in doc["relations"])
+            self.message_user(request, f"Schema {doc['name']!r} made from the catalog: {relations}.", messages.SUCCESS)
+            for note in notes:
+                self.message_user(request, f"Left out of the schema: {note}.", messages.WARNING)
+        super().save_model(request, obj, form, change)
+
     @admin.display(description="evaluator")
     def evaluator_status(self, obj: Stream) -> str:
         evaluator = Evaluator.objects.filter(stream=obj, role="primary").first()
@@ -97,6 +151,8 @@ class StreamAdmin(admin.ModelAdmin):
     def ingest_url(self, obj: Stream) -> str:
         if not obj.pk:
             return "-"
+        if obj.is_captured:
+            return "closed: the capture of the PostgreSQL publication is the stream's only writer"
         body = "application/xml items" if obj.is_xml else "application/x-ndjson ops"
         return f"POST {reverse('ingest:ingest', args=[obj.pk])} ({body}) with Authorization: Bearer <ingest token>"
 

@@ -11,6 +11,8 @@ Celery beat task copies the event streams into the history tables.
 from __future__ import annotations
 
 import math
+import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -32,6 +34,7 @@ from streaming.xmlstream.mapping import ItemMapping, MappingError
 __all__ = [
     "MAX_EVALUATOR_PROCESSES",
     "SOURCE_KINDS",
+    "DSN_ENV_PREFIX",
     "ITEM_FORMATS",
     "new_ingest_token",
     "Stream",
@@ -47,7 +50,12 @@ __all__ = [
 ]
 
 MAX_EVALUATOR_PROCESSES = 8
-SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"))
+SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"),
+                ("postgres", "PostgreSQL publication (captured into a landing directory)"))
+#: A PostgreSQL source's DSN comes from an environment variable with this prefix (never from the database).
+DSN_ENV_PREFIX = "KW_DSN_"
+_DSN_ENV = re.compile(rf"{DSN_ENV_PREFIX}[A-Z0-9_]+")
+_SLOT = re.compile(r"[a-z0-9_]{1,63}")
 ITEM_FORMATS = (("json", "NDJSON ops"), ("xml", "XML items (a DTD and a mapping to relations)"))
 
 
@@ -57,8 +65,21 @@ def new_ingest_token() -> str:
 
 class Stream(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    schema = models.ForeignKey("catalog.Schema", on_delete=models.PROTECT, related_name="streams")
+    schema = models.ForeignKey(
+        "catalog.Schema", on_delete=models.PROTECT, related_name="streams", blank=True,
+        help_text="A PostgreSQL source may have it made from the catalog instead (the box below).")
     source_kind = models.CharField(max_length=16, choices=SOURCE_KINDS, default="landing")
+    source_dsn_env = models.CharField(
+        "DSN variable", max_length=100, blank=True,
+        help_text=f"PostgreSQL source: the environment variable ({DSN_ENV_PREFIX}…) holding the libpq connection "
+                  "string of the database, set for the web, worker and beat processes (or in var/.env); the "
+                  "DSN itself is never stored here.")
+    source_publication = models.CharField(
+        "publication", max_length=63, blank=True, help_text="PostgreSQL source: the publication whose tables the "
+                                                           "stream watches (CREATE PUBLICATION … FOR TABLE …).")
+    source_slot = models.CharField(
+        "replication slot", max_length=63, blank=True,
+        help_text="PostgreSQL source: the logical replication slot the capture creates and follows (a-z, 0-9, _).")
     ingest_token = models.CharField(
         max_length=64, unique=True, default=new_ingest_token,
         help_text="Bearer token of the ingest endpoint (regenerate it from the list's actions).",
@@ -76,6 +97,10 @@ class Stream(models.Model):
                   '{"path": "en", "type": "float"}}}]}; its relations must be in the stream\'s schema.')
     xml_next_keys = models.JSONField(
         default=dict, blank=True, editable=False, help_text="The next generated key of each mapped relation.")
+    user_queries = models.BooleanField(
+        "open to user queries", default=False,
+        help_text="Signed-in users may write their own keyword queries on this stream from the dashboard (its "
+                  "schema is then shown to them); staff always may.")
     narrow_requests = models.PositiveIntegerField(
         default=0, help_text="Bumped to narrow every sharing class of the stream now (manage.py narrow_stream).")
     evaluator_processes = models.PositiveSmallIntegerField(
@@ -122,6 +147,25 @@ class Stream(models.Model):
     def is_xml(self) -> bool:
         return self.item_format == "xml"
 
+    @property
+    def is_captured(self) -> bool:
+        """Ops come from a PostgreSQL publication's capture, which is the stream's only writer."""
+        return self.source_kind == "postgres"
+
+    @property
+    def has_landing_directory(self) -> bool:
+        """Its ops are read from a landing directory (written by the ingest or by the capture)."""
+        return self.source_kind in ("landing", "postgres")
+
+    def source_dsn(self) -> str:
+        """The PostgreSQL source's DSN, from its environment variable; :class:`ValueError` if unset."""
+        value = os.environ.get(self.source_dsn_env, "") if _DSN_ENV.fullmatch(self.source_dsn_env) else ""
+        if not value:
+            raise ValueError(f"the environment variable {self.source_dsn_env or '(none named)'} holding the DSN of "
+                             f"stream {self.name!r} is not set in this process (set it for the web, worker and beat "
+                             "processes, or in var/.env)")
+        return value
+
     def stream_dtd(self) -> StreamDTD:
         """The stream's DTD; :class:`DTDError` if it does not describe a stream."""
         return StreamDTD.from_text(self.dtd)
@@ -158,12 +202,17 @@ class Stream(models.Model):
 
     def clean(self) -> None:
         """The clock guard is a range and a positive jump; scale-out needs a landing directory (and JSON ops
-        for the pre-processor); an XML stream needs a DTD and a mapping whose relations are relations of the
-        schema as they are."""
+        for the pre-processor); a PostgreSQL source needs its DSN variable, publication and slot; an XML stream
+        needs a DTD and a mapping whose relations are relations of the schema as they are."""
         self._clean_clock_guard()
-        if self.source_kind != "landing" and (self.evaluator_processes > 1 or self.preprocess):
-            raise ValidationError({"source_kind": "Several evaluators and the pre-processor read a landing "
-                                                  "directory: choose that source."})
+        errors = self._postgres_errors() if self.is_captured else {}
+        if not self.has_landing_directory and (self.evaluator_processes > 1 or self.preprocess):
+            errors["source_kind"] = ("Several evaluators and the pre-processor read a landing directory: choose "
+                                     "that source (or a PostgreSQL publication).")
+        if self.schema_id is None and not getattr(self, "schema_from_catalog", False):
+            errors["schema"] = "Choose the stream's schema (a PostgreSQL source may have it made from the catalog)."
+        if errors:
+            raise ValidationError(errors)
         if self.is_xml and self.preprocess:
             raise ValidationError({"preprocess": "The pre-processor derives JSON op streams, not XML items."})
         if not self.is_xml:
@@ -207,11 +256,27 @@ class Stream(models.Model):
         if errors:
             raise ValidationError(errors)
 
+    def _postgres_errors(self) -> dict[str, str]:
+        errors = {}
+        if self.is_xml:
+            errors["item_format"] = "A PostgreSQL publication's changes are NDJSON ops, not XML items."
+        if not _DSN_ENV.fullmatch(self.source_dsn_env):
+            errors["source_dsn_env"] = (f"Name the environment variable holding the DSN: {DSN_ENV_PREFIX} and "
+                                        "capitals, digits or _ (e.g. KW_DSN_SHOP).")
+        if not self.source_publication.strip():
+            errors["source_publication"] = "Name the publication the stream watches."
+        if not _SLOT.fullmatch(self.source_slot):
+            errors["source_slot"] = "A slot name is 1 to 63 lower-case letters, digits or _."
+        elif Stream.objects.filter(source_kind="postgres", source_slot=self.source_slot,
+                                   source_dsn_env=self.source_dsn_env).exclude(pk=self.pk).exists():
+            errors["source_slot"] = "Another stream follows this slot of that database."
+        return errors
+
     def landing_path(self) -> Path:
         return Path(settings.LANDING_DIR) / str(self.pk)
 
     def source_spec(self) -> dict[str, Any]:
-        """Where ingest lands the stream's ops (the raw source)."""
+        """Where ingest (or a PostgreSQL source's capture) lands the stream's ops (the raw source)."""
         if self.source_kind == "redis":
             return {"kind": "redis", "key": Keys.stream_ops(self.pk)}
         return {"kind": "landing", "path": str(self.landing_path().resolve())}
@@ -233,7 +298,7 @@ class Stream(models.Model):
 
     def landing_consumers(self, consumers: list[int], preprocessor: int | None) -> dict[str, list[int]]:
         """The processes reading each of the stream's landing directories ("raw", "derived")."""
-        if self.source_kind != "landing":
+        if not self.has_landing_directory:
             return {}
         if self.preprocess and preprocessor is not None:
             return {"raw": [preprocessor], "derived": consumers}
@@ -256,7 +321,8 @@ class Evaluator(models.Model):
     STATUSES = tuple(
         (s, s) for s in ("stopped", "starting", "running", "stopping", "failed", "restarting")
     )
-    ROLES = (("primary", "primary evaluator"), ("secondary", "secondary evaluator"), ("preprocessor", "pre-processor"))
+    ROLES = (("primary", "primary evaluator"), ("secondary", "secondary evaluator"), ("preprocessor", "pre-processor"),
+             ("capture", "capture"))
 
     stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="evaluators")
     role = models.CharField(max_length=16, choices=ROLES, default="primary")
@@ -285,23 +351,32 @@ class Evaluator(models.Model):
     def __str__(self) -> str:
         if self.role == "preprocessor":
             return f"pre-processor of {self.stream.name}"
+        if self.role == "capture":
+            return f"capture of {self.stream.name}"
         if self.role == "secondary":
             return f"evaluator {self.slot + 1} of {self.stream.name}"
         return f"evaluator of {self.stream.name}"
 
     def process_order(self) -> tuple[int, int]:
-        """Where the process comes among its stream's: the primary, the secondaries by slot, the pre-processor."""
-        return ({"primary": 0, "secondary": 1}.get(self.role, 2), self.slot)
+        """Where the process comes among its stream's: the capture, the primary, the secondaries by slot, the
+        pre-processor."""
+        return ({"capture": -1, "primary": 0, "secondary": 1}.get(self.role, 2), self.slot)
 
     @property
     def wanted(self) -> bool:
         """Whether the stream's configuration wants this process (a retired secondary or pre-processor does not)."""
         if self.role == "preprocessor":
             return self.stream.preprocess
+        if self.role == "capture":
+            return self.stream.is_captured
         return self.role == "primary" or self.slot < self.stream.evaluator_processes
 
     def checkpoint_dir(self) -> Path:
         return Path(settings.CHECKPOINT_DIR) / str(self.pk)
+
+    def capture_state_path(self) -> Path:
+        """A capture's state (the slot's position and the live rows), in its checkpoint directory."""
+        return self.checkpoint_dir() / "capture.sqlite3"
 
 
 class ResultEvent(models.Model):

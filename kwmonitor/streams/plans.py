@@ -66,9 +66,9 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
 
 
 def _evaluators(stream_id: int) -> list[Evaluator]:
-    """The stream's evaluator rows (not the pre-processor), locked, primary first."""
+    """The stream's evaluator rows (not the pre-processor nor the capture), locked, primary first."""
     rows = Evaluator.objects.select_for_update().select_related("stream__schema").filter(stream_id=stream_id)
-    return sorted(rows.exclude(role="preprocessor").order_by("pk"), key=Evaluator.process_order)
+    return sorted(rows.exclude(role__in=("preprocessor", "capture")).order_by("pk"), key=Evaluator.process_order)
 
 
 def publish_plan(stream_id: int, placement: Placement | None = None) -> int | None:

@@ -1,5 +1,5 @@
 """Signal handlers: a stream has a row for each process it wants (its primary
-evaluator, its secondary ones, its pre-processor); any change to what a
+evaluator, its secondary ones, its pre-processor, the capture of its PostgreSQL source); any change to what a
 stream's evaluators must compute publishes new plans after commit; an edited
 query (or its predicates) is announced to its dashboard after commit."""
 
@@ -25,6 +25,8 @@ def stream_saved(sender, instance: Stream, created: bool, **kwargs) -> None:
         Evaluator.objects.get_or_create(stream=instance, role="secondary", slot=slot)
     if instance.preprocess:
         Evaluator.objects.get_or_create(stream=instance, role="preprocessor", slot=0)
+    if instance.is_captured:
+        Evaluator.objects.get_or_create(stream=instance, role="capture", slot=0)
     publish_plan_on_commit(instance.pk)
 
 

@@ -1,10 +1,11 @@
 """Starting, stopping and supervising evaluator processes.
 
 An evaluator is a detached process (``settings.EVALUATOR_COMMAND``, a
-pre-processor ``settings.PREPROCESSOR_COMMAND``) that writes a heartbeat to
-Redis every few seconds. The operator starts and stops a stream's primary
-evaluator; its secondary evaluators and pre-processor follow it while the
-stream wants them, and a secondary evaluator's first start copies the
+pre-processor ``settings.PREPROCESSOR_COMMAND``, the capture of a PostgreSQL
+source ``settings.CAPTURE_COMMAND``) that writes a heartbeat to Redis every
+few seconds. The operator starts and stops a stream's primary evaluator; its
+secondary evaluators, pre-processor and capture follow it while the stream
+wants them, and a secondary evaluator's first start copies the
 primary's stored tuples and applied seq, so every evaluator of a stream
 holds the same store (``streaming.placement``). The database records what the
 operator wants (``desired``) and what was seen (``status``, ``pid``, ``host``,
@@ -58,12 +59,14 @@ class SupervisorSettings:
     backoff_max: float
     stop_timeout: float
     log_dir: Path
+    capture_command: tuple[str, ...] = ()
 
     @classmethod
     def from_django(cls) -> "SupervisorSettings":
         return cls(
             command=tuple(settings.EVALUATOR_COMMAND),
             preprocessor_command=tuple(settings.PREPROCESSOR_COMMAND),
+            capture_command=tuple(settings.CAPTURE_COMMAND),
             heartbeat_timeout=settings.EVALUATOR_HEARTBEAT_TIMEOUT,
             start_grace=settings.EVALUATOR_START_GRACE_SECONDS,
             stable_after=settings.EVALUATOR_STABLE_SECONDS,
@@ -191,6 +194,7 @@ class Supervisor:
     # commands
 
     def command_for(self, evaluator: Evaluator) -> list[str]:
+        stream = evaluator.stream
         values = {
             "python": sys.executable,
             "evaluator": evaluator.pk,
@@ -199,14 +203,20 @@ class Supervisor:
             "checkpoint_dir": evaluator.checkpoint_dir(),
             "master": settings.SPARK_MASTER,
             "asc_period": settings.ASC_MONITOR_PERIOD,
-            "plan_evaluator": evaluator.stream.evaluator.pk,
-            "out": evaluator.stream.derived_path().resolve(),
+            "plan_evaluator": stream.evaluator.pk,
+            "out": stream.derived_path().resolve(),
+            "dsn_env": stream.source_dsn_env,
+            "publication": stream.source_publication,
+            "slot": stream.source_slot,
+            "landing": stream.landing_path().resolve(),
+            "state": evaluator.capture_state_path().resolve(),
         }
-        template = self.config.preprocessor_command if evaluator.role == "preprocessor" else self.config.command
+        template = {"preprocessor": self.config.preprocessor_command,
+                    "capture": self.config.capture_command}.get(evaluator.role, self.config.command)
         return [arg.format(**values) for arg in template]
 
     def log_path(self, evaluator: Evaluator) -> Path:
-        name = "preprocessor" if evaluator.role == "preprocessor" else "evaluator"
+        name = evaluator.role if evaluator.role in ("preprocessor", "capture") else "evaluator"
         return self.config.log_dir / f"{name}-{evaluator.pk}.log"
 
     # operator actions
@@ -368,8 +378,8 @@ class Supervisor:
 
     def _ensure_plan(self, evaluator: Evaluator) -> None:
         """Rewrite the plans if Redis lost this one or holds another version (Redis restarted, a failed
-        write); a pre-processor reads its primary's plan."""
-        if evaluator.role == "preprocessor":
+        write); a pre-processor or a capture reads its primary's plan."""
+        if evaluator.role in ("preprocessor", "capture"):
             evaluator = evaluator.stream.evaluator
         plan = bus.read_plan(redis_client(), evaluator.pk)
         if plan is None or plan.get("version") != evaluator.plan_version:

@@ -1,8 +1,8 @@
 """Celery tasks: evaluator start/stop/supervision, history persistence, landing archive retention.
 
 Arguments and results are plain JSON (primary keys, never objects). Beat
-runs :func:`supervise` and :func:`persist_history` every few seconds and
-:func:`prune_landing_archives` every ten minutes (see ``CELERY_BEAT_SCHEDULE``
+runs :func:`supervise` and :func:`persist_history` every few seconds,
+:func:`watch_capture_slots` every 15 s and :func:`prune_landing_archives` every ten minutes (see ``CELERY_BEAT_SCHEDULE``
 in the settings, where each gets an expiry of one period).
 """
 
@@ -18,9 +18,11 @@ from streaming.sources import prune_archive
 from .connection import redis_client
 from .history import HistoryPersister
 from .models import Stream
+from .postgres import watch_slots
 from .supervisor import Supervisor
 
-__all__ = ["start_evaluator", "stop_evaluator", "supervise", "persist_history", "prune_landing_archives"]
+__all__ = ["start_evaluator", "stop_evaluator", "supervise", "persist_history", "prune_landing_archives",
+           "watch_capture_slots"]
 
 
 def _describe(evaluator) -> dict:
@@ -55,4 +57,10 @@ def prune_landing_archives() -> dict:
         return {}
     now = time.time()
     return {str(stream.pk): prune_archive(stream.landing_path(), hours * 3600, now)
-            for stream in Stream.objects.filter(source_kind="landing")}
+            for stream in Stream.objects.filter(source_kind__in=("landing", "postgres"))}
+
+
+@shared_task(name="kwmonitor.streams.tasks.watch_capture_slots")
+def watch_capture_slots() -> dict:
+    """How much WAL each PostgreSQL-sourced stream's slot holds back, whether its capture runs or not."""
+    return watch_slots(redis_client())

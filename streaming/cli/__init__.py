@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workload": ("streaming.cli.workload", "generate a schema and an op stream (synthetic, ecommerce, dblp, tpch)"),
     "asc": ("streaming.cli.asc", "evaluate selection predicates with attribute selection constructs"),
     "wxquery": ("streaming.cli.wxquery", "WXQuery subscriptions over XML streams: APT, matching, shared evaluation"),
+    "cdc": ("streaming.cli.cdc", "capture a PostgreSQL publication (snapshot, then every committed change) into ops"),
     "bench": ("streaming.cli.bench", "run a benchmark (cngen, eval, asc), writing JSON and PNG plots"),
 }
 

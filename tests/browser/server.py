@@ -9,6 +9,7 @@ be committed (``transaction=True``).
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 import os
 import socket
 import subprocess
@@ -85,6 +86,20 @@ def asgi_server(
             proc.kill()
             proc.wait()
         log.close()
+
+
+def orm(call: typing.Callable[[], typing.Any]) -> typing.Any:
+    """Run a database call outside Playwright's event loop (Django refuses its ORM inside one)."""
+    from django.db import connection
+
+    def run() -> typing.Any:
+        try:
+            return call()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
 
 
 def _tail(log: typing.IO[str], lines: int = 30) -> str:

@@ -29,7 +29,8 @@ from kwmonitor.catalog.models import Schema
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, Predicate
 from kwmonitor.streams.models import Stream
 
-__all__ = ["DEMO_DIR", "DEMO_QUERIES", "DEMO_AGGREGATES", "BAD_LINES", "Demo", "load_demo", "demo_feed"]
+__all__ = ["DEMO_DIR", "DEMO_QUERIES", "DEMO_AGGREGATES", "BAD_LINES", "Demo", "load_demo", "demo_queries",
+           "demo_feed"]
 
 DEMO_DIR = Path(__file__).resolve().parent
 
@@ -85,26 +86,36 @@ def load_demo(username: str = "demo", password: str | None = None, stream_name: 
             user.set_password(password)
             user.save(update_fields=["password"])
         stream, _ = Stream.objects.get_or_create(name=stream_name, defaults={"schema": schema, "source_kind": source_kind})
-        queries = []
-        for name, keywords, tmax, window, predicates in DEMO_QUERIES:
-            query, created = KeywordQuery.objects.get_or_create(
-                name=name, stream=stream,
-                defaults={"owner": user, "schema": schema, "keywords": keywords, "tmax": tmax, "window_seconds": window},
-            )
-            wanted = [(r, a, o, v) for r, a, o, v in predicates]
-            if [(p.relation, p.attribute, p.op, p.value) for p in query.predicates.all()] != wanted:
-                query.predicates.all().delete()  # a demo query is brought back to its definition
-                for relation, attribute, op, value in predicates:
-                    Predicate.objects.create(query=query, relation=relation, attribute=attribute, op=op, value=value)
-            queries.append(query)
-        by_name = {q.name: q for q in queries}
-        for name, query_name, relation, aggregate, attribute, window, step, having in DEMO_AGGREGATES:
-            AggregateSubscription.objects.get_or_create(
-                name=name, stream=stream,
-                defaults={"owner": user, "source_query": by_name.get(query_name) if query_name else None,
-                          "source_relation": relation, "aggregate": aggregate, "attribute": attribute,
-                          "window": window, "step": step, "having": having})
+        if not stream.user_queries:  # the demo's users write their own queries on it
+            stream.user_queries = True
+            stream.save(update_fields=["user_queries"])
+        queries = demo_queries(stream, user)
     return Demo(username, password, schema, stream, queries)
+
+
+def demo_queries(stream: Stream, user) -> list[KeywordQuery]:
+    """The demo's queries and aggregate subscriptions on ``stream`` (made, or brought back to their definition)."""
+    queries = []
+    for name, keywords, tmax, window, predicates in DEMO_QUERIES:
+        query, _ = KeywordQuery.objects.get_or_create(
+            name=name, stream=stream,
+            defaults={"owner": user, "schema": stream.schema, "keywords": keywords, "tmax": tmax,
+                      "window_seconds": window},
+        )
+        wanted = [(r, a, o, v) for r, a, o, v in predicates]
+        if [(p.relation, p.attribute, p.op, p.value) for p in query.predicates.all()] != wanted:
+            query.predicates.all().delete()
+            for relation, attribute, op, value in predicates:
+                Predicate.objects.create(query=query, relation=relation, attribute=attribute, op=op, value=value)
+        queries.append(query)
+    by_name = {q.name: q for q in queries}
+    for name, query_name, relation, aggregate, attribute, window, step, having in DEMO_AGGREGATES:
+        AggregateSubscription.objects.get_or_create(
+            name=name, stream=stream,
+            defaults={"owner": user, "source_query": by_name.get(query_name) if query_name else None,
+                      "source_relation": relation, "aggregate": aggregate, "attribute": attribute,
+                      "window": window, "step": step, "having": having})
+    return queries
 
 
 def demo_feed(ops: int, seed: int = 7, shift_every: int = 400, bad_every: int = 250) -> Iterator[str]:

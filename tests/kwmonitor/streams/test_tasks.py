@@ -16,6 +16,7 @@ def test_beat_schedule_names_registered_tasks_and_messages_are_json_only():
     assert {entry["task"]: entry["schedule"] for entry in schedule.values()} == {
         "kwmonitor.streams.tasks.supervise": 3.0, "kwmonitor.streams.tasks.persist_history": 5.0,
         "kwmonitor.streams.tasks.prune_landing_archives": 600.0,
+        "kwmonitor.streams.tasks.watch_capture_slots": 15.0,
     }
     for entry in schedule.values():
         assert entry["task"] in app.tasks

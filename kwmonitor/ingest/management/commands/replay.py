@@ -9,7 +9,7 @@ from typing import Callable, TextIO
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kwmonitor.ingest.service import IngestResult, Ingestor
+from kwmonitor.ingest.service import IngestClosed, IngestResult, Ingestor
 from kwmonitor.streams.models import Stream
 
 
@@ -60,9 +60,13 @@ class Command(BaseCommand):
         path: Path = options["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
+        try:
+            replayer = Replayer(stream, options["rate"], options["batch_size"])
+        except IngestClosed as exc:
+            raise CommandError(str(exc)) from None
         started = time.monotonic()
         with path.open(encoding="utf-8") as lines:
-            result = Replayer(stream, options["rate"], options["batch_size"]).run(lines)
+            result = replayer.run(lines)
         elapsed = time.monotonic() - started
         for error in result.errors:
             self.stderr.write(f"{path}:{error.line}: {error.reason}")

@@ -19,7 +19,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         halted = self.halt()
         for evaluator, pid, detail in halted:
-            self.stdout.write(f"stopped the {evaluator} (pid {pid}, its Spark JVM with it; {detail})")
+            jvm = "" if evaluator.role == "capture" else "its Spark JVM with it; "
+            self.stdout.write(f"stopped the {evaluator} (pid {pid}, {jvm}{detail})")
         if not halted:
             self.stdout.write("no evaluator was running on this host")
 

@@ -20,6 +20,7 @@ from kwmonitor.streams.models import (
     ResultEvent,
     SubscriptionResultRecord,
 )
+from kwmonitor.streams.postgres import drop_slot
 from kwmonitor.streams.supervisor import Supervisor
 from streaming.bus import Keys
 from streaming.sources import landing_archive
@@ -31,8 +32,10 @@ class Command(BaseCommand):
     help = (
         "Stop a stream's evaluator (name or id) and erase the stream's data: landing files, Spark checkpoint, "
         "ops, seqs, ingest clock and evaluator state in Redis, its queries' live sets and change streams, and "
-        "its history. The configuration (schema, queries, ingest token) is kept; the next op ingested gets seq 0."
+        "its history; a PostgreSQL source's slot and capture state too. The configuration (schema, queries, "
+        "ingest token) is kept; the next op ingested gets seq 0."
     )
+    slot_note = ""
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("stream", help="stream name or id")
@@ -46,12 +49,16 @@ class Command(BaseCommand):
                 raise CommandError("reset cancelled")
         erased = self.reset(evaluator)
         self.stdout.write(self.style.SUCCESS(f"stream {evaluator.stream.name!r} reset: {erased} Redis keys erased"))
+        if evaluator.stream.is_captured:
+            self.stdout.write(f"{self.slot_note}: the capture copies the tables again from a new slot's snapshot")
 
     def reset(self, evaluator: Evaluator) -> int:
         """Erase the stream's data; returns how many Redis keys were deleted.
 
-        Every process of the stream stops first (its secondary evaluators and
-        pre-processor too), and the placement of its queries starts over.
+        Every process of the stream stops first (its secondary evaluators,
+        pre-processor and capture too), and the placement of its queries
+        starts over. A PostgreSQL source's slot is dropped (``slot_note`` says
+        how that went) and its capture's state erased with its checkpoint.
         """
         supervisor = Supervisor()
         evaluator = supervisor.stop(evaluator.pk)
@@ -69,6 +76,7 @@ class Command(BaseCommand):
             # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
             Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk), Keys.stream_vocabularies(stream.pk),
             Keys.landing_consumers(stream.pk, "raw"), Keys.landing_consumers(stream.pk, "derived"),
+            Keys.capture_slot(stream.pk),
         ]
         keys += [key for p in processes for key in (Keys.evaluator_tuples(p.pk), Keys.evaluator_state(p.pk),
                                                     Keys.heartbeat(p.pk))]
@@ -80,6 +88,7 @@ class Command(BaseCommand):
                      *(p.checkpoint_dir() for p in processes)):
             shutil.rmtree(path, ignore_errors=True)
         type(stream).objects.filter(pk=stream.pk).update(placement={})
+        self.slot_note = drop_slot(stream) if stream.is_captured else ""
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
             ResultEvent.objects.filter(query_id__in=query_ids).delete()
