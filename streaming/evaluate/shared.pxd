@@ -45,7 +45,7 @@ cdef class SharedLatticeEvaluator:
     cdef bint _supported(self, Py_ssize_t v, object key, LiveTuple row)
 
     @cython.locals(labels=tuple, leaves=tuple, inner=tuple, added=list, sub=list, full=list, v=Py_ssize_t,
-                   found=dict)
+                   found=dict, plan=SharedLatticePlan)
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
     @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=Py_ssize_t, edge=tuple,
@@ -53,7 +53,7 @@ cdef class SharedLatticeEvaluator:
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
     @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple)
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple, plan=SharedLatticePlan)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list)

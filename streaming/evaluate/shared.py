@@ -89,10 +89,10 @@ class SharedLatticeEvaluator:
     def set_keyword_set(self, kid: int, bits: Sequence[int], lattice: Lattice) -> list[Result]:
         """(Re-)register keyword set ``kid`` (``bits``: the vocabulary bit of each of its keywords, in the
         lattice's order) and evaluate what it newly needs over the stored tuples; its live results."""
-        created, released = self.plan.register(kid, bits, lattice)
+        created, released, widened = self.plan.register(kid, bits, lattice)
         self._clear(released)
         self._grow(created)
-        self._fill(created)
+        self._fill(widened + created)
         return self._enumerate(kid)
 
     def remove_keyword_set(self, kid: int) -> None:
@@ -202,7 +202,8 @@ class SharedLatticeEvaluator:
                     self._bind(c)
 
     def _fill(self, nodes: list[int]) -> None:
-        """CNEvalStatic for ``nodes`` (children before parents) over the stored tuples."""
+        """CNEvalStatic for ``nodes`` (children before parents) over the stored tuples: new nodes, and
+        nodes whose eligibility widened (the tuples they hold stay)."""
         plan, rows_of, referencing, sub = self.plan, self.store.rows, self.store.referencing, self.sub
         leaves: dict[str, dict[int, list[int]]] = {}
         for v in nodes:
@@ -212,7 +213,8 @@ class SharedLatticeEvaluator:
             for key, row in rows_of[relation].items():
                 for label in self._info(relation, row.mask)[0]:
                     for v in by_label.get(label, ()):
-                        self._enter(v, key, row)
+                        if key not in sub[v] and plan.eligible(v, row.mask):
+                            self._enter(v, key, row)
         for v in nodes:
             if not plan.kids[v] or self.missing[v]:
                 continue
@@ -228,7 +230,8 @@ class SharedLatticeEvaluator:
                 candidates = {crows[ck].values[column] for ck in sub[c]}
             for key in candidates:
                 row = rows.get(key)
-                if row is not None and row.mask & label == label and self._supported(v, key, row):
+                if (row is not None and row.mask & label == label and key not in sub[v]
+                        and plan.eligible(v, row.mask) and self._supported(v, key, row)):
                     self._enter(v, key, row)
 
     def _enumerate(self, kid: int) -> list[Result]:
@@ -275,7 +278,8 @@ class SharedLatticeEvaluator:
             else:
                 labels = [label for label in present if label & ~mask == 0]
             labels.sort()
-            leaves = tuple([v for label in labels for v in plan.leaves.get((relation, label), ())])
+            leaves = tuple([v for label in labels for v in plan.leaves.get((relation, label), ())
+                            if plan.eligible(v, mask)])
             inner = tuple([label for label in labels if (relation, label) in plan.inner])
             info = (tuple(labels), leaves, inner)
         self._labels[(relation, mask)] = info
@@ -373,11 +377,12 @@ class SharedLatticeEvaluator:
             self._enter(v, key, row)
             self._climb(v, key, row, [(v, key, -1)])
         if inner:
-            sub, full = self.sub, self.plan.full
+            plan = self.plan
+            sub, full = self.sub, plan.full
             for v, joined in self._candidates(relation, key, row, inner).items():
                 if key in sub[v]:
                     self._climb(v, key, row, [(v, key, -1)])
-                elif joined == full[v]:  # a neighbour in every child: the tuple is supported
+                elif joined == full[v] and plan.eligible(v, row.mask):  # a neighbour in every child
                     self._enter(v, key, row)
                     self._climb(v, key, row, [(v, key, -1)])
         if len(added) > 1:
@@ -423,7 +428,8 @@ class SharedLatticeEvaluator:
 
     def _climb(self, c: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]]) -> None:
         """``key`` is in ``S[c]`` and new results through it may exist: go up (Alg. 5 lines 19-28)."""
-        kid = self.plan.root_of[c]
+        plan = self.plan
+        kid = plan.root_of[c]
         if kid >= 0:
             self._eval_path(c, key, row, path, kid)
         sub = self.sub
@@ -453,7 +459,7 @@ class SharedLatticeEvaluator:
                     for edge in snapshot:
                         v = edge[PARENT]
                         if pk not in sub[v]:
-                            if not self._supported(v, pk, prow):
+                            if not plan.eligible(v, prow.mask) or not self._supported(v, pk, prow):
                                 continue
                             self._enter(v, pk, prow)
                         path.append((v, pk, edge[EDGE]))

@@ -1,5 +1,7 @@
 # Static types for compiling shared_plan.py with Cython (pure-Python mode: shared_plan.py runs as it is without them).
 
+cimport cython
+
 cdef class SharedLatticePlan:
     cdef public object schema
     cdef public list rel
@@ -11,6 +13,8 @@ cdef class SharedLatticePlan:
     cdef public list refs
     cdef public list root_of
     cdef public list alive
+    cdef public list forbids
+    cdef list _forbid_counts
     cdef list _key_of
     cdef dict _by_key
     cdef public dict leaves
@@ -25,3 +29,6 @@ cdef class SharedLatticePlan:
     cdef public dict fk_column_of
     cdef public dict out_fks
     cdef public dict in_fks
+
+    @cython.locals(forbid=object)
+    cpdef bint eligible(self, Py_ssize_t v, object mask)

@@ -13,6 +13,18 @@ exactness (each tuple of a result holds exactly its node's words of ``K``,
 which makes the trees MTJNTs and each found once) is applied where ``K``'s
 results are formed (:class:`~streaming.evaluate.shared.SharedLatticeEvaluator`).
 
+"At least" alone would let a node keep tuples no keyword set can use: with
+one keyword set ``{a, b}``, a tuple holding both words sits in ``R{a}`` too,
+where it can never be part of a result. So each node also keeps the words it
+*forbids*: for every keyword set ``K`` reaching it, ``K``'s words outside its
+label. A tuple is *eligible* at a node when, for some such ``K``, it holds
+none of them (it is exact for ``K`` there); only eligible tuples enter. A
+keyword set that starts to reach a node can only make more tuples eligible
+(the node's eligibility *widened*, :meth:`SharedLatticePlan.register` says
+which nodes); one that leaves makes fewer, and the tuples that were eligible
+stay until they go (a superset of what every keyword set needs is still
+correct, as results are formed exactly).
+
 Keyword sets come and go with the plan: :meth:`SharedLatticePlan.register`
 interns a keyword set's own :class:`~streaming.lattice.Lattice` node by node
 (a node is its relation, label and children), :meth:`unregister` releases
@@ -57,7 +69,10 @@ class SharedLatticePlan:
     * ``leaves[(relation, L)]``: childless nodes; ``labels[relation][L]``:
       how many live nodes of the relation carry label ``L``, and ``inner``
       the labels of nodes with children;
-    * ``alive[v]``: False once the node was released (ids are not reused).
+    * ``alive[v]``: False once the node was released (ids are not reused);
+    * ``forbids[v]``: the distinct forbidden-word masks of the keyword sets
+      reaching ``v`` (a tuple is eligible when it holds none of one of them),
+      counted in ``_forbid_counts[v]``.
 
     ``version`` counts changes, so an evaluator's caches keyed on labels know
     when to start afresh.
@@ -74,6 +89,8 @@ class SharedLatticePlan:
         self.refs: list[int] = []
         self.root_of: list[int] = []
         self.alive: list[bool] = []
+        self.forbids: list[tuple[int, ...]] = []
+        self._forbid_counts: list[dict[int, int]] = []
         self._key_of: list[tuple[str, int, tuple[tuple[str, bool, int], ...]]] = []
         self._by_key: dict[tuple[str, int, tuple[tuple[str, bool, int], ...]], int] = {}
         self.leaves: dict[tuple[str, int], list[int]] = {}
@@ -99,10 +116,13 @@ class SharedLatticePlan:
 
     # -- keyword sets ------------------------------------------------------------------
 
-    def register(self, kid: int, bits: Sequence[int], lattice: Lattice) -> tuple[list[int], list[int]]:
+    def register(self, kid: int, bits: Sequence[int],
+                 lattice: Lattice) -> tuple[list[int], list[int], list[int]]:
         """(Re-)register keyword set ``kid`` with its own lattice; ``bits[i]`` is the vocabulary bit of
-        the lattice's keyword ``i``. Returns the nodes created (children before parents) and the
-        nodes released (those only the keyword set's previous registration reached)."""
+        the lattice's keyword ``i``. Returns the nodes created (children before parents), the nodes
+        released (those only the keyword set's previous registration reached) and the nodes that
+        were there before whose eligibility widened (children before parents)."""
+        before = self._unreach(kid)
         label_of = [spread(mask, bits) for mask in range(1 << len(bits))]
         ids: list[int] = []
         created: list[int] = []
@@ -130,10 +150,15 @@ class SharedLatticePlan:
         for v in previous:
             self._release(v, released)
         self.version += 1
-        return created, released
+        fresh, bits = set(created), self.keyword_bits[kid]
+        widened = [v for v in sorted(self.nodes_of(kid))
+                   if v not in fresh and _widens(before.get(v, self.forbids[v]), bits & ~self.mask[v])]
+        self._reach(kid)
+        return created, released, widened
 
     def unregister(self, kid: int) -> list[int]:
         """Forget keyword set ``kid``; returns the nodes released (parents before children)."""
+        self._unreach(kid)
         released: list[int] = []
         for v in self.roots.pop(kid, []):
             self.root_of[v] = -1
@@ -164,6 +189,8 @@ class SharedLatticePlan:
         self.refs.append(0)
         self.root_of.append(-1)
         self.alive.append(True)
+        self.forbids.append(())
+        self._forbid_counts.append({})
         self._key_of.append(key)
         self._by_key[key] = v
         by_label = self.labels[relation]
@@ -208,6 +235,41 @@ class SharedLatticePlan:
                     del groups[(relation, parent_holds, fk)]
             self._release(c, released)
 
+    # -- eligibility -------------------------------------------------------------------
+
+    def eligible(self, v: int, mask: int) -> bool:
+        """Whether a tuple holding the words ``mask`` (at least ``v``'s label) is exact at ``v`` for one of
+        the keyword sets reaching it."""
+        for forbid in self.forbids[v]:
+            if not mask & forbid:
+                return True
+        return False
+
+    def _unreach(self, kid: int) -> dict[int, tuple[int, ...]]:
+        """Take keyword set ``kid``'s forbidden words off the nodes it reaches; their masks before."""
+        if kid not in self.roots:
+            return {}
+        bits = self.keyword_bits[kid]
+        before: dict[int, tuple[int, ...]] = {}
+        for v in self.nodes_of(kid):
+            before[v] = self.forbids[v]
+            counts = self._forbid_counts[v]
+            forbid = bits & ~self.mask[v]
+            counts[forbid] -= 1
+            if not counts[forbid]:
+                del counts[forbid]
+            self.forbids[v] = tuple(counts)
+        return before
+
+    def _reach(self, kid: int) -> None:
+        """Put keyword set ``kid``'s forbidden words on the nodes it reaches (the lattice has changed)."""
+        bits = self.keyword_bits[kid]
+        for v in self.nodes_of(kid):
+            counts = self._forbid_counts[v]
+            forbid = bits & ~self.mask[v]
+            counts[forbid] = counts.get(forbid, 0) + 1
+            self.forbids[v] = tuple(counts)
+
     # -- inspection --------------------------------------------------------------------
 
     def nodes_of(self, kid: int) -> set[int]:
@@ -229,3 +291,14 @@ class SharedLatticePlan:
     def stats(self) -> dict[str, Any]:
         return {"lattice_nodes": self.live_nodes, "keyword_sets": len(self.roots),
                 "roots": sum(len(r) for r in self.roots.values())}
+
+
+def _widens(before: tuple[int, ...], forbid: int) -> bool:
+    """Whether a keyword set forbidding the words ``forbid`` at a node makes tuples eligible there that
+    were not with the masks ``before`` (a mask forbidding a subset of ``forbid`` admits them all)."""
+    if forbid in before:
+        return False
+    for old in before:
+        if not old & ~forbid:
+            return False
+    return True

@@ -5,7 +5,9 @@ inserts and deletes over a store, and a random sequence of keyword sets
 registered (some again with another Tmax) and unregistered in between:
 after every step each registered keyword set's live results equal the
 independent enumerator's over the stored tuples, the changes reported replay
-to them, and the sub-relations equal a fresh evaluation of the same lattice.
+to them, and the sub-relations hold a fresh evaluation of the same lattice
+(more only where a keyword set that left made tuples eligible, each still
+holding its node's words and joining every child).
 """
 
 from __future__ import annotations
@@ -81,10 +83,24 @@ class Stream:
             fresh.set_keyword_set(kid, [WORDS.index(w) for w in words], Lattice.build(self.schema, len(words), tmax))
         plan, fresh_ids = self.network.plan, {code(fresh.plan, v): v for v in live_nodes(fresh.plan)}
         assert len(fresh_ids) == plan.live_nodes
+        network, rows = self.network, self.store.rows
         for v in live_nodes(plan):
             same = fresh_ids[code(plan, v)]
-            assert self.network.sub[v] == fresh.sub[same], v
-            assert self.network.missing[v] == fresh.missing[same], v
+            assert fresh.sub[same] <= network.sub[v], v
+            for key in network.sub[v] - fresh.sub[same]:  # kept from a keyword set gone: still genuine
+                row = rows[plan.rel[v]][key]
+                assert row.mask & plan.mask[v] == plan.mask[v] and joins_every_child(plan, network, rows, v, key, row), (v, key)
+            assert network.missing[v] == sum(1 for c, *_ in plan.kids[v] if not network.sub[c]), v
+
+
+def joins_every_child(plan, network, rows, v: int, key, row) -> bool:
+    for c, parent_holds, fk, column in plan.kids[v]:
+        if parent_holds:
+            if row.values[column] not in network.sub[c]:
+                return False
+        elif not any(rows[plan.rel[c]][ck].values[column] == key for ck in network.sub[c]):
+            return False
+    return True
 
 
 def live_nodes(plan) -> list[int]:
