@@ -31,6 +31,7 @@ from kwmonitor.queries.sharing import sharing_class_of
 
 from .access import (may_see_dead_letter_lines, queryable_streams, visible_aggregates, visible_queries, visible_schemas,
                      visible_streams, visible_subscriptions)
+from .audience import audience_of
 from .health import health_report
 from .processes import stream_processes
 from .schema_graph import draw_schema
@@ -183,7 +184,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
     stream = get_object_or_404(visible_streams(request.user).prefetch_related("evaluators"), pk=pk)
     evaluator = stream.evaluator
     _, per_process = batch_metrics(stream.pk, PROCESSES_SCAN)
-    processes = stream_processes(redis_client(), stream, per_process)
+    processes = stream_processes(redis_client(), stream, per_process, audience_of(request.user, stream.pk).queries)
     report = health_report(request.user, stream_ids=[stream.pk], query_ids=[])
     metrics = next(iter(per_process.values()), None)
     show_lines = may_see_dead_letter_lines(request.user)

@@ -144,3 +144,19 @@ def test_dead_letters_keep_their_line_for_staff_only(query, bobs_query, user, bo
     for viewer, line in ((user, None), (bob, None), (staff_user, '{"card": "4111"')):
         (letter,) = stream_feed(s, viewer)
         assert (letter["type"], letter["reason"], letter["line"]) == ("deadletter", "malformed JSON", line)
+
+
+def test_the_stream_pages_process_panel_names_only_the_viewers_queries(query, bobs_query, user, bob, staff_user,
+                                                                       redis_client, client):
+    query.stream.evaluator_processes = 2
+    query.stream.save()
+
+    def placed(viewer) -> str:
+        client.force_login(viewer)
+        page = client.get(f"/streams/{query.stream_id}/").content.decode()
+        return page[page.index('id="panel-processes"'):page.index("</section>", page.index('id="panel-processes"'))]
+
+    anns, bobs, staffs = placed(user), placed(bob), placed(staff_user)
+    assert "dress in texas" in anns and "bob&#x27;s secret" not in anns and "laptop" not in anns
+    assert "bob&#x27;s secret" in bobs and "dress in texas" not in bobs and "texas" not in bobs
+    assert "dress in texas" in staffs and "bob&#x27;s secret" in staffs
