@@ -10,9 +10,10 @@ keyword classification and one lattice per sharing class). Per batch:
    query that joins a running class gets that class's results at once, one
    that needs a new or widened class gets it evaluated with CNEvalStatic over
    the stored tuples; the published live set of each such query is
-   reconciled with the engine's; a query that leaves (removed or disabled)
+   reconciled with the engine's; a query that leaves because it was removed
    gets a remove for each of its live results (its change stream keeps the
-   history); a query that arrives or leaves by a class move between the
+   history), one that was disabled (the plan's ``frozen``) keeps them as they
+   were until it is enabled again; a query that arrives or leaves by a class move between the
    stream's evaluators (the plan's ``handoff``, ``streaming.placement``) is
    neither reconciled nor removed: the two evaluators' changes meet in seq
    order;
@@ -267,9 +268,9 @@ class GroupEvaluator:
                 self.engine.restore_aggregates(self._saved_aggregates or {})
                 self._saved_aggregates = {}
                 rebuilt = set(by_id)
-            handed_over = set(plan.handoff.leaving)
+            kept = set(plan.handoff.leaving) | set(plan.frozen)
             for qid in sorted(leaving):
-                if qid not in handed_over:
+                if qid not in kept:
                     bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
                 self.live_counts.pop(qid, None)
                 self._pending.pop(qid, None)
