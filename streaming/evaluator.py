@@ -277,9 +277,15 @@ class GroupEvaluator:
             self._take_over(set(plan.handoff.joining), rebuilt, fresh)
             self._reconcile(rebuilt)
             self._refresh_subscriptions(plan)
-            self._reported = 0.0
             self._set_parse_spec()
+            self._report_now()
             return True
+
+    def _report_now(self) -> None:
+        """Write and announce the sharing report (at once when a plan is adopted: pages tell a query's class by it)."""
+        report = self.report(self.clock())
+        bus.write_sharing_report(self.client, report)
+        bus.publish_stream_event(self.client, report.stream, report)
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for
@@ -580,7 +586,7 @@ class GroupEvaluator:
         """The sharing classes and what they save against per-query evaluation (the Sharing page)."""
         assert self.engine is not None and self.stream_id is not None
         self._reported = now
-        return sharing_report(self.engine, self.stream_id, now, self.evaluator_id)
+        return sharing_report(self.engine, self.stream_id, now, self.evaluator_id, self.plan_version)
 
     def state(self, class_evaluations: int = 0) -> dict[str, dict[str, Any]]:
         """The stream (store, seq, selection, errors, sharing) and per query its live results and class."""
