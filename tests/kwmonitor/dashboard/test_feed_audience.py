@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.db import database_sync_to_async
 
+from kwmonitor.dashboard import consumers
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from streaming import bus
 from streaming.events import AggregateValue, BatchMetrics, DeadLetter, EvaluatorStatus, SharingReport
@@ -160,3 +162,25 @@ def test_the_stream_pages_process_panel_names_only_the_viewers_queries(query, bo
     assert "dress in texas" in anns and "bob&#x27;s secret" not in anns and "laptop" not in anns
     assert "bob&#x27;s secret" in bobs and "dress in texas" not in bobs and "texas" not in bobs
     assert "dress in texas" in staffs and "bob&#x27;s secret" in staffs
+
+
+def test_an_open_feed_follows_what_its_viewer_may_see(query, user, redis_client, monkeypatch):
+    monkeypatch.setattr(consumers, "AUDIENCE_SECONDS", 0.0)  # read again for every batch of entries
+    s = query.stream_id
+    cookie = session_cookie(user)
+    bus.publish_stream_event(redis_client, s, DeadLetter(stream=s, seq=None, line="x", reason="bad", ts=1.0))
+
+    async def scenario() -> list[dict]:
+        ws = communicator(f"/ws/streams/{s}/?replay=1", cookie)
+        assert (await ws.connect())[0]
+        messages = [await ws.receive_json_from(timeout=5)]  # the feed has read what Ann may see
+        aggregate = await database_sync_to_async(_aggregate)(user, query.stream, "new tile")
+        bus.publish_aggregate_values(redis_client, s, [
+            AggregateValue(stream=s, aggregate=aggregate.pk, seq=1, window_end=60.0, value=5, ts=2.0)])
+        messages.append(await ws.receive_json_from(timeout=5))
+        await ws.disconnect()
+        return messages
+
+    letter, value = asyncio.run(scenario())
+    assert letter["type"] == "deadletter"
+    assert (value["type"], value["value"]) == ("aggregate.value", 5)
