@@ -13,10 +13,10 @@ keyword classification and one lattice per sharing class). Per batch:
    reconciled with the engine's; a query that leaves because it was removed
    gets a remove for each of its live results (its change stream keeps the
    history), one that was disabled (the plan's ``frozen``) keeps them as they
-   were until it is enabled again; a query that arrives or leaves by a class move between the
-   stream's evaluators (the plan's ``handoff``, ``streaming.placement``) is
-   neither reconciled nor removed: the two evaluators' changes meet in seq
-   order;
+   were until it is enabled again; a query that arrives or leaves by a class
+   move between the stream's evaluators (the plan's ``handoff``,
+   ``streaming.placement``) is neither reconciled nor removed: the two
+   evaluators' changes meet in seq order;
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
    replayed by Spark after a crash); stream-level rejects (late op, a time
    the plan's clock guard refuses, duplicate key, delete of a missing key)

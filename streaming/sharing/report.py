@@ -82,5 +82,4 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: 
     }
     aggregates = [cls.stats() for cls in engine.aggregate_classes]
     return SharingReport(stream=stream_id, evaluator=evaluator, plan_version=plan_version, sharing=engine.mode,
-                         classes=classes,
-                         aggregate_classes=aggregates, totals=totals, ts=now)
+                         classes=classes, aggregate_classes=aggregates, totals=totals, ts=now)
