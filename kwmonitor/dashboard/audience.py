@@ -30,6 +30,9 @@ from .access import User, may_see_dead_letter_lines, visible_aggregates, visible
 
 __all__ = ["Audience", "audience_of"]
 
+# The class properties that are the hull of every member's predicates (other users' ones among them).
+_PREDICATE_HULL = ("selection", "attributes")
+
 
 def _keep(mapping: dict[str, Any], ids: frozenset[int]) -> dict[str, Any]:
     return {key: value for key, value in mapping.items() if key.isdigit() and int(key) in ids}
@@ -83,7 +86,7 @@ class Audience:
         for cls in report.classes:
             mine = [m for m in cls.get("members", []) if m in self.queries]
             if mine:
-                properties = {k: v for k, v in cls.get("properties", {}).items() if k not in ("selection", "attributes")}
+                properties = {k: v for k, v in cls.get("properties", {}).items() if k not in _PREDICATE_HULL}
                 classes.append({**cls, "members": mine, "members_total": len(cls["members"]), "properties": properties})
         aggregates = []
         for cls in report.aggregate_classes:
