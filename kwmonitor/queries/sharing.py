@@ -13,7 +13,7 @@ from kwmonitor.streams.models import Evaluator
 
 from .models import KeywordQuery
 
-__all__ = ["SharingClass", "sharing_class_of", "sharing_note"]
+__all__ = ["SharingClass", "sharing_note"]
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,3 @@ def sharing_note(client: redis.Redis, query: KeywordQuery) -> tuple[SharingClass
     if reports:
         return None, "In no sharing class: the evaluator does not evaluate it (its state says why)."
     return None, "Not evaluated yet: the evaluator reports the sharing classes every 10 s while it runs."
-
-
-def sharing_class_of(client: redis.Redis, query: KeywordQuery) -> SharingClass | None:
-    """The query's class as :func:`sharing_note` finds it (None: none now)."""
-    return sharing_note(client, query)[0]
