@@ -10,12 +10,13 @@ keyword classification and one lattice per sharing class). Per batch:
    query that joins a running class gets that class's results at once, one
    that needs a new or widened class gets it evaluated with CNEvalStatic over
    the stored tuples; the published live set of each such query is
-   reconciled with the engine's; a query that leaves (removed or disabled)
+   reconciled with the engine's; a query that leaves because it was removed
    gets a remove for each of its live results (its change stream keeps the
-   history); a query that arrives or leaves by a class move between the
-   stream's evaluators (the plan's ``handoff``, ``streaming.placement``) is
-   neither reconciled nor removed: the two evaluators' changes meet in seq
-   order;
+   history), one that was disabled (the plan's ``frozen``) keeps them as they
+   were until it is enabled again; a query that arrives or leaves by a class
+   move between the stream's evaluators (the plan's ``handoff``,
+   ``streaming.placement``) is neither reconciled nor removed: the two
+   evaluators' changes meet in seq order;
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
    replayed by Spark after a crash); stream-level rejects (late op, a time
    the plan's clock guard refuses, duplicate key, delete of a missing key)
@@ -267,18 +268,24 @@ class GroupEvaluator:
                 self.engine.restore_aggregates(self._saved_aggregates or {})
                 self._saved_aggregates = {}
                 rebuilt = set(by_id)
-            handed_over = set(plan.handoff.leaving)
+            kept = set(plan.handoff.leaving) | set(plan.frozen)
             for qid in sorted(leaving):
-                if qid not in handed_over:
+                if qid not in kept:
                     bus.reconcile(self.client, qid, max(self.applied_seq, 0), ())
                 self.live_counts.pop(qid, None)
                 self._pending.pop(qid, None)
             self._take_over(set(plan.handoff.joining), rebuilt, fresh)
             self._reconcile(rebuilt)
             self._refresh_subscriptions(plan)
-            self._reported = 0.0
             self._set_parse_spec()
+            self._report_now()
             return True
+
+    def _report_now(self) -> None:
+        """Write and announce the sharing report (at once when a plan is adopted: pages tell a query's class by it)."""
+        report = self.report(self.clock())
+        bus.write_sharing_report(self.client, report)
+        bus.publish_stream_event(self.client, report.stream, report)
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for
@@ -579,7 +586,7 @@ class GroupEvaluator:
         """The sharing classes and what they save against per-query evaluation (the Sharing page)."""
         assert self.engine is not None and self.stream_id is not None
         self._reported = now
-        return sharing_report(self.engine, self.stream_id, now, self.evaluator_id)
+        return sharing_report(self.engine, self.stream_id, now, self.evaluator_id, self.plan_version)
 
     def state(self, class_evaluations: int = 0) -> dict[str, dict[str, Any]]:
         """The stream (store, seq, selection, errors, sharing) and per query its live results and class."""

@@ -268,12 +268,14 @@ class SharingReport(_Payload):
     ``classes`` holds one object per class (properties, member ids, lattice
     size, state, results delivered and wasted); ``totals`` the shared and the
     per-query ("alone") figures of stored tuples, lattice nodes and engine
-    evaluations per op.
+    evaluations per op. ``plan_version`` is the version of the evaluator's
+    plan the classes were formed by (0: not from an evaluator's plan).
     """
 
     type: Literal["sharing.report"] = "sharing.report"
     stream: int
     evaluator: int | None = None
+    plan_version: int = 0
     sharing: str
     classes: list[dict[str, Any]]
     aggregate_classes: list[dict[str, Any]] = Field(default_factory=list)

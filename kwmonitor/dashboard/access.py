@@ -3,8 +3,9 @@ and to staff, who are also those who may edit or delete it; a user writes
 queries on the streams open to user queries (staff on any); a stream is
 visible to staff and to the owners of queries or subscriptions on it; a
 schema to staff and to the owners of queries on it or on one of its streams. Raw dead-letter lines (whatever a
-client sent) are for staff only; other viewers of a stream see their reasons.
-Used by pages and websockets alike."""
+client sent) are for staff only; other viewers of a stream see their reasons,
+and of its other events what concerns their own queries and subscriptions
+(:mod:`.audience`). Used by pages and websockets alike."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import parse_qs
 
@@ -23,6 +24,7 @@ from django.conf import settings
 from redis.asyncio import Redis
 
 from . import access, feeds
+from .audience import Audience, audience_of
 
 __all__ = ["QueryFeedConsumer", "StreamFeedConsumer", "SubscriptionFeedConsumer"]
 
@@ -31,6 +33,8 @@ logger = logging.getLogger(__name__)
 # Application close codes (daphne/autobahn accept only 1000 and 3000-4999 from the server).
 REFUSED_PARAMETERS = 4400
 FEED_FAILED = 4500
+# How long a stream feed reuses what its viewer may see before reading it again from the database.
+AUDIENCE_SECONDS = 5.0
 # Name of the feeds' Redis connections (CLIENT LIST tells them apart).
 REDIS_CLIENT_NAME = "kwmonitor-feed"
 
@@ -114,16 +118,23 @@ def _replay(params: dict[str, str]) -> int:
 
 
 class StreamFeedConsumer(_FeedConsumer):
-    """A stream's events: status, metrics, dead letters, dropping ratios, rearrangements."""
+    """A stream's events, each as the viewer may see it (:mod:`.audience`)."""
 
     object_kwarg = "stream_id"
 
     permission = staticmethod(access.may_view_stream)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        withhold = not access.may_see_dead_letter_lines(self.scope["user"])
-        return feeds.stream_messages(client, object_id, params.get("after"), replay=_replay(params),
-                                     withhold_lines=withhold)
+        user = self.scope["user"]
+        viewer: list[tuple[float, Audience]] = []  # (when read, what) of the last database read
+
+        async def current() -> Audience:
+            now = time.monotonic()
+            if not viewer or now - viewer[0][0] >= AUDIENCE_SECONDS:
+                viewer[:] = [(now, await database_sync_to_async(audience_of)(user, object_id))]
+            return viewer[0][1]
+
+        return feeds.stream_messages(client, object_id, current, params.get("after"), replay=_replay(params))
 
 
 class SubscriptionFeedConsumer(_FeedConsumer):

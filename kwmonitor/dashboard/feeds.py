@@ -11,10 +11,12 @@ MULTI/EXEC with the stream's trimming horizon, so a reader that fell behind the
 trimming is resynchronised by a snapshot instead of silently missing changes.
 
 Stream feed: stream-level payloads (evaluator status, batch metrics, dead
-letters, dropping ratios, rearrangements), each plus ``"id"``; dead letters
-carry their raw line only for viewers allowed to see it (staff); without
-``after`` it starts with the last ``replay`` of them. It is a log, not a set:
-an ``after`` older than what Redis still keeps resumes from the oldest kept.
+letters, dropping ratios, rearrangements, aggregate values, sharing reports),
+each plus ``"id"``, as the viewer's :class:`~.audience.Audience` may see them
+(staff whole; others without other users' queries, subscriptions and raw
+dead-letter lines); without ``after`` it starts with the last ``replay`` of
+them. It is a log, not a set: an ``after`` older than what Redis still keeps
+resumes from the oldest kept.
 
 Subscription feed: a WXQuery subscription's result items
 (``subscription.result`` payloads plus ``"id"``), a log like the stream feed.
@@ -27,14 +29,16 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from streaming.bus import SNAPSHOT_SEQ_SCAN, Keys, snapshot_of
-from streaming.events import DeadLetter, Snapshot, SubscriptionResult, parse_event
+from streaming.events import Snapshot, SubscriptionResult, parse_event
+
+from .audience import Audience
 
 __all__ = [
     "BATCH",
@@ -162,47 +166,57 @@ async def query_messages(
             await client.xread({Keys.changes(query_id): cursor}, count=1, block=block_ms)
 
 
-def _stream_message(entry_id: str, fields: dict[str, str], withhold_lines: bool) -> dict[str, Any] | None:
-    try:
-        event = parse_event(fields["data"])
-    except (KeyError, ValidationError):
-        logger.warning("stream event %s is not a known payload; skipped", entry_id)
-        return None
-    if withhold_lines and isinstance(event, DeadLetter):
-        event = event.model_copy(update={"line": None})
-    return _with_id(event, entry_id)
+Messages = Callable[[list[tuple[str, dict[str, str]]]], Awaitable[list[dict[str, Any]]]]
 
 
 async def _log_messages(client: Redis, key: str, after: str | None, replay: int, block_ms: int,
-                        message: Callable[[str, dict[str, str]], dict[str, Any] | None]) -> AsyncIterator[dict[str, Any]]:
+                        messages: Messages) -> AsyncIterator[dict[str, Any]]:
     """A Redis stream read as a log: the last ``replay`` entries (unless resuming from ``after``), then new ones."""
     cursor = after
     if cursor is None:
         tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
         cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
-        for entry_id, fields in tail[-replay:] if replay > 0 else []:
-            found = message(entry_id, fields)
-            if found is not None:
-                yield found
+        for found in await messages(tail[-replay:] if replay > 0 else []):
+            yield found
     while True:
         reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
-        for entry_id, fields in reply[0][1] if reply else []:
-            cursor = entry_id
-            found = message(entry_id, fields)
-            if found is not None:
-                yield found
+        entries = reply[0][1] if reply else []
+        if entries:
+            cursor = entries[-1][0]
+        for found in await messages(entries):
+            yield found
+
+
+def _stream_event(entry_id: str, fields: dict[str, str]) -> Any | None:
+    try:
+        return parse_event(fields["data"])
+    except (KeyError, ValidationError):
+        logger.warning("stream event %s is not a known payload; skipped", entry_id)
+        return None
 
 
 def stream_messages(
-    client: Redis, stream_id: int, after: str | None = None, replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS,
-    withhold_lines: bool = True,
+    client: Redis, stream_id: int, audience: Callable[[], Awaitable[Audience]], after: str | None = None,
+    replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS,
 ) -> AsyncIterator[dict[str, Any]]:
     """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever.
 
-    With ``withhold_lines`` (every viewer but staff) dead letters come without their raw line.
+    Each batch of entries is cut down to what ``audience()`` (asked again for
+    every batch: a viewer's new query shows without reconnecting) may see.
     """
-    return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms,
-                         lambda entry_id, fields: _stream_message(entry_id, fields, withhold_lines))
+    async def messages(entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
+        if not entries:
+            return []
+        viewer = await audience()
+        out = []
+        for entry_id, fields in entries:
+            event = _stream_event(entry_id, fields)
+            seen = viewer.view(event) if event is not None else None
+            if seen is not None:
+                out.append(_with_id(seen, entry_id))
+        return out
+
+    return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms, messages)
 
 
 def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
@@ -218,4 +232,7 @@ def subscription_messages(
     block_ms: int = BLOCK_MS,
 ) -> AsyncIterator[dict[str, Any]]:
     """A WXQuery subscription's result items: the last ``replay`` (unless resuming from ``after``), then new ones."""
-    return _log_messages(client, Keys.subscription_results(subscription_id), after, replay, block_ms, _result_message)
+    async def messages(entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
+        return [m for m in (_result_message(entry_id, fields) for entry_id, fields in entries) if m is not None]
+
+    return _log_messages(client, Keys.subscription_results(subscription_id), after, replay, block_ms, messages)

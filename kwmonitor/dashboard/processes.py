@@ -21,8 +21,12 @@ from .health import evaluator_liveness
 __all__ = ["stream_processes"]
 
 
-def _classes(stream: Stream, placement: Placement, primary: int) -> dict[int, list[dict[str, Any]]]:
-    """Per evaluator id, its placement units: label, query names, whether the unit is moving there or away."""
+def _classes(stream: Stream, placement: Placement, primary: int,
+             visible: frozenset[int] | None) -> dict[int, list[dict[str, Any]]]:
+    """Per evaluator id, its placement units: label, query names, whether the unit is moving there or away.
+
+    Only the units holding a query in ``visible`` (None: all) are listed, naming only those queries
+    (``others``: how many more the unit holds)."""
     queries = list(KeywordQuery.objects.filter(stream=stream, enabled=True).order_by("id").prefetch_related("predicates"))
     if not queries:
         return {}
@@ -32,9 +36,12 @@ def _classes(stream: Stream, placement: Placement, primary: int) -> dict[int, li
     move = placement.move if placement.moving else None
     out: dict[int, list[dict[str, Any]]] = {}
     for unit in units:
+        shown = [q for q in unit.queries if visible is None or q in visible]
+        if not shown:
+            continue
         home = placement.assignment.get(unit.queries[0], primary)
         moving = move is not None and bool(set(move.queries) & set(unit.queries))
-        entry = {"label": unit.label, "queries": [names[q] for q in unit.queries],
+        entry = {"label": unit.label, "queries": [names[q] for q in shown], "others": len(unit.queries) - len(shown),
                  "moving": f"moving to evaluator {move.target}" if moving and move else ""}
         out.setdefault(home, []).append(entry)
         if moving and move is not None:
@@ -42,9 +49,10 @@ def _classes(stream: Stream, placement: Placement, primary: int) -> dict[int, li
     return out
 
 
-def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, BatchMetrics]) -> list[dict[str, Any]]:
+def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, BatchMetrics],
+                     visible: frozenset[int] | None = None) -> list[dict[str, Any]]:
     """One row per process the stream wants (primary, secondaries, pre-processor); ``metrics``: the last
-    batch metrics of each evaluator."""
+    batch metrics of each evaluator; ``visible``: the queries the viewer may see (None: all)."""
     rows = sorted((e for e in stream.evaluators.all() if e.wanted), key=Evaluator.process_order)
     if not rows:
         return []
@@ -55,7 +63,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
         pipe.get(bus.Keys.stream_seq(stream.pk))
         replies = pipe.execute()
     ingested = int(replies[-1]) - 1 if replies[-1] else -1
-    classes = _classes(stream, Placement.from_json(stream.placement), stream.evaluator.pk)
+    classes = _classes(stream, Placement.from_json(stream.placement), stream.evaluator.pk, visible)
     now = time.time()
     out = []
     for i, e in enumerate(rows):

@@ -9,6 +9,7 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("queries/<int:pk>/", views.query_detail, name="query"),
+    path("queries/<int:pk>/sharing/", views.query_sharing_note, name="query-sharing"),
     path("queries/new/", query_editor.query_new, name="query-new"),
     path("queries/preview/", query_editor.query_preview, name="query-preview"),
     path("queries/<int:pk>/edit/", query_editor.query_edit, name="query-edit"),

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
+from redis import Redis
 from redis.exceptions import RedisError
 
 from kwmonitor.streams.connection import redis_client
@@ -27,16 +28,18 @@ from streaming import bus
 from streaming.events import BatchMetrics, HealthReport, parse_event
 from streaming.schema import SchemaError
 
-from kwmonitor.queries.sharing import sharing_class_of
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.sharing import sharing_note
 
 from .access import (may_see_dead_letter_lines, queryable_streams, visible_aggregates, visible_queries, visible_schemas,
                      visible_streams, visible_subscriptions)
+from .audience import audience_of
 from .health import health_report
 from .processes import stream_processes
 from .schema_graph import draw_schema
 from .source import source_panel
 
-__all__ = ["overview", "query_detail", "stream_detail", "schema_detail", "status", "favicon"]
+__all__ = ["overview", "query_detail", "query_sharing_note", "stream_detail", "schema_detail", "status", "favicon"]
 
 RATE_WINDOW_SECONDS = 300
 RATE_SCAN_LIMIT = 20_000
@@ -46,6 +49,8 @@ PROCESSES_SCAN = 400
 STREAM_PAGE_REPLAY = 5_000
 # How often the pages poll GET /status/ (milliseconds).
 STATUS_POLL_MS = 3_000
+# How often a query page fetches its sharing note again (milliseconds).
+SHARING_NOTE_REFRESH_MS = 5_000
 
 
 def batch_metrics(stream_id: int, scan: int = METRICS_SCAN) -> tuple[str, dict[int, BatchMetrics]]:
@@ -138,6 +143,21 @@ def _rate_history(query_id: int, now_ms: int) -> list[list[int]]:
     return sorted(buckets.values())
 
 
+def _sharing(request: HttpRequest, client: Redis, query: KeywordQuery) -> dict[str, Any]:
+    """The query's sharing note: its class and the other members the user may see, or why it has none."""
+    sharing_class, reason = sharing_note(client, query)
+    others = (list(visible_queries(request.user).filter(pk__in=sharing_class.others).values("pk", "name"))
+              if sharing_class else [])
+    return {"sharing_class": sharing_class, "sharing_others": others, "sharing_reason": reason}
+
+
+@login_required
+def query_sharing_note(request: HttpRequest, pk: int) -> HttpResponse:
+    """The query page's sharing note alone (the page fetches it again every few seconds)."""
+    query = get_object_or_404(visible_queries(request.user), pk=pk)
+    return render(request, "dashboard/sharing_note.html", _sharing(request, redis_client(), query))
+
+
 @login_required
 def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
     query = get_object_or_404(visible_queries(request.user).prefetch_related("predicates"), pk=pk)
@@ -149,7 +169,6 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = health_report(request.user, stream_ids=[query.stream_id] if query.stream_id else [], query_ids=[query.pk])
     config = query_config(query)
     aggregates = _aggregate_tiles(visible_aggregates(request.user).filter(source_query=query))
-    sharing_class = sharing_class_of(client, query)
     return render(
         request,
         "dashboard/query.html",
@@ -161,9 +180,8 @@ def query_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "health": report.queries[0],
             "report": report,
             "aggregates": aggregates,
-            "sharing_class": sharing_class,
-            "sharing_others": list(visible_queries(request.user).filter(pk__in=sharing_class.others)
-                                   .values("pk", "name")) if sharing_class else [],
+            **_sharing(request, client, query),
+            "sharing_refresh_ms": SHARING_NOTE_REFRESH_MS,
             "page": {
                 "query": query.pk,
                 "config": config.model_dump(mode="json"),
@@ -183,7 +201,7 @@ def stream_detail(request: HttpRequest, pk: int) -> HttpResponse:
     stream = get_object_or_404(visible_streams(request.user).prefetch_related("evaluators"), pk=pk)
     evaluator = stream.evaluator
     _, per_process = batch_metrics(stream.pk, PROCESSES_SCAN)
-    processes = stream_processes(redis_client(), stream, per_process)
+    processes = stream_processes(redis_client(), stream, per_process, audience_of(request.user, stream.pk).queries)
     report = health_report(request.user, stream_ids=[stream.pk], query_ids=[])
     metrics = next(iter(per_process.values()), None)
     show_lines = may_see_dead_letter_lines(request.user)

@@ -15,7 +15,7 @@ from .apt_view import render_apt
 from .forms import PredicateFormSet
 from .models import AggregateSubscription, KeywordQuery, Predicate, WXQuerySubscription
 from .preview import preview_counts
-from .sharing import sharing_class_of
+from .sharing import sharing_note
 
 
 class PredicateInline(admin.TabularInline):
@@ -66,8 +66,8 @@ class KeywordQueryAdmin(admin.ModelAdmin):
     def sharing(self, obj: KeywordQuery) -> str:
         if obj.pk is None or obj.stream_id is None:
             return "shown once saved on a stream"
-        found = sharing_class_of(redis_client(), obj)
-        return found.describe() if found is not None else "not evaluated yet (no sharing report from the evaluator)"
+        found, reason = sharing_note(redis_client(), obj)
+        return found.describe() if found is not None else reason
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

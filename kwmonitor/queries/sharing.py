@@ -1,4 +1,4 @@
-"""Which sharing class a saved query rides on, from its stream's latest sharing report."""
+"""Which sharing class a saved query rides on, from its stream's evaluators' sharing reports of their current plans."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import redis
 
 from streaming import bus
 
+from kwmonitor.streams.models import Evaluator
+
 from .models import KeywordQuery
 
-__all__ = ["SharingClass", "sharing_class_of"]
+__all__ = ["SharingClass", "sharing_note"]
 
 
 @dataclass(frozen=True)
@@ -37,17 +39,36 @@ class SharingClass:
                 f"window {'none' if window is None else f'{window:g} s'}; shared with {shared}")
 
 
-def sharing_class_of(client: redis.Redis, query: KeywordQuery) -> SharingClass | None:
-    """The query's class in the latest report of its stream's evaluator (None: not reported yet)."""
+def sharing_note(client: redis.Redis, query: KeywordQuery) -> tuple[SharingClass | None, str]:
+    """The query's class in its stream's evaluators' reports of their current plans, or why there is none.
+
+    A report written before its evaluator adopted the plan it has now (the
+    plan an edit, a disable or any other change of the stream produced) no
+    longer says where the query is: until a fresh one comes, the answer is
+    that the evaluator has not adopted the plan yet. A disabled query has no
+    class whatever a report says.
+    """
+    if not query.enabled:
+        return None, "Disabled: in no sharing class; its results are kept as they were when it was disabled."
     if query.stream_id is None:
-        return None
+        return None, "On no stream: in no sharing class."
     try:
-        report = bus.read_sharing_report(client, query.stream_id)
+        reports = bus.read_sharing_reports(client, query.stream_id)
     except redis.RedisError:
-        return None
-    if report is None:
-        return None
-    for cls in report.classes:
-        if query.pk in cls.get("members", []):
-            return SharingClass(cls["class"], cls.get("properties", {}), list(cls["members"]), query.pk)
-    return None
+        return None, "The bus (Redis) does not answer: the sharing class is not known now."
+    versions = dict(Evaluator.objects.filter(stream_id=query.stream_id).values_list("pk", "plan_version"))
+    stale = 0
+    for report in reports:
+        current = versions.get(report.evaluator or 0, 0)
+        if report.plan_version < current:
+            stale = max(stale, current)
+            continue
+        for cls in report.classes:
+            if query.pk in cls.get("members", []):
+                return SharingClass(cls["class"], cls.get("properties", {}), list(cls["members"]), query.pk), ""
+    if stale:
+        return None, (f"The evaluator has not adopted the stream's plan version {stale} yet: "
+                      "the class is reported as soon as it has.")
+    if reports:
+        return None, "In no sharing class: the evaluator does not evaluate it (its state says why)."
+    return None, "Not evaluated yet: the evaluator reports the sharing classes every 10 s while it runs."

@@ -38,7 +38,8 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
     aggregate subscription whose source query is disabled is left out. The
     stream's clock guard goes with it (the evaluator judges every op's time
     by it, as ingest does). An XML stream's plan carries its DTD and its
-    enabled WXQuery subscriptions.
+    enabled WXQuery subscriptions. The disabled queries are listed as
+    ``frozen``: their results stay published as they were.
     """
     stream = evaluator.stream
     queries = list(stream.queries.filter(enabled=True).order_by("id").prefetch_related("predicates"))
@@ -61,6 +62,7 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
         "aggregates": [a.plan_entry() for a in aggregates],
         "subscriptions": [s.plan_entry() for s in subscriptions],
         "narrow": stream.narrow_requests,
+        "frozen": list(stream.queries.filter(enabled=False).order_by("id").values_list("pk", flat=True)),
     })
     return plan.model_dump(mode="json", by_alias=True)
 

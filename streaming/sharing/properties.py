@@ -181,7 +181,10 @@ class EvaluatorPlan(_Entry):
     pre-processor derives the stream with); ``primary`` is the one evaluator
     that runs the stream-wide work (WXQuery subscriptions and the dead
     letters of the raw stream); ``handoff`` says which queries arrive or
-    leave by a move rather than by a plan change.
+    leave by a move rather than by a plan change. ``frozen`` are the
+    stream's disabled queries: one that leaves the plan by being disabled
+    keeps its published results as they were (a deleted one gets a remove
+    for each), and gets them reconciled with the engine's when enabled again.
     """
 
     version: int
@@ -194,6 +197,7 @@ class EvaluatorPlan(_Entry):
     others: list[QueryEntry] = Field(default_factory=list)
     primary: bool = True
     handoff: Handoff = Field(default_factory=Handoff)
+    frozen: list[int] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _xml_subscriptions(self) -> "EvaluatorPlan":
@@ -211,6 +215,8 @@ class EvaluatorPlan(_Entry):
             raise ValueError("a joining query must be one of the plan's queries")
         if own & set(self.handoff.leaving):
             raise ValueError("a leaving query must not be one of the plan's queries")
+        if own & set(self.frozen):
+            raise ValueError("a frozen (disabled) query must not be one of the plan's queries")
         return self
 
 

@@ -30,7 +30,8 @@ from .engine import SharedEngine
 __all__ = ["sharing_report"]
 
 
-def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: int | None = None) -> SharingReport:
+def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: int | None = None,
+                   plan_version: int = 0) -> SharingReport:
     times = sorted(row.ts for rows in engine.store.rows.values() for row in rows.values())
     clock = engine.last_ts
 
@@ -80,5 +81,5 @@ def sharing_report(engine: SharedEngine, stream_id: int, now: float, evaluator: 
         "evaluations_per_op_alone": float(queries),
     }
     aggregates = [cls.stats() for cls in engine.aggregate_classes]
-    return SharingReport(stream=stream_id, evaluator=evaluator, sharing=engine.mode, classes=classes,
-                         aggregate_classes=aggregates, totals=totals, ts=now)
+    return SharingReport(stream=stream_id, evaluator=evaluator, plan_version=plan_version, sharing=engine.mode,
+                         classes=classes, aggregate_classes=aggregates, totals=totals, ts=now)

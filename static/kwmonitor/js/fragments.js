@@ -1,5 +1,5 @@
 /* Server-rendered fragments kept fresh: every element with data-fragment-url gets a new rendering of that URL
-   every data-every milliseconds (the Sharing page's classes, a stream's source panel). */
+   every data-every milliseconds (the Sharing page's classes, a stream's source panel, a query's sharing note). */
 (function () {
   "use strict";
 

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
-from kwmonitor.queries.sharing import sharing_class_of
+from kwmonitor.queries.sharing import sharing_note
 from kwmonitor.streams.history import HistoryPersister
 from kwmonitor.streams.models import AggregateValueRecord, Evaluator
 from streaming import bus
@@ -89,12 +89,12 @@ def test_the_query_knows_its_class_from_the_latest_report(shop, redis_client, us
     query = KeywordQuery.objects.get(name="dress in texas")
     other = KeywordQuery.objects.create(owner=user, name="wide", schema=shop.schema, stream=shop,
                                         keywords="texas dress", tmax=5)
-    assert sharing_class_of(redis_client, query) is None
+    assert sharing_note(redis_client, query)[0] is None
     bus.write_sharing_report(redis_client, SharingReport(
         stream=shop.pk, sharing="widen", ts=1.0, totals={},
         classes=[{"class": 3, "members": [query.pk, other.pk],
                   "properties": {"keywords": ["dress", "texas"], "tmax": 5, "window_seconds": None}}]))
-    found = sharing_class_of(redis_client, query)
+    found, _ = sharing_note(redis_client, query)
     assert found is not None and found.others == [other.pk]
     assert found.describe() == (f"class 3: keywords {{dress, texas}}, Tmax 5, window none; "
                                 f"shared with wide (#{other.pk})")
