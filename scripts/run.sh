@@ -92,6 +92,8 @@ if [ "$DEMO_POSTGRES" = 1 ]; then
     KW_DSN_DEMO="$($PY -m streaming.capture.cluster start --dir "$VAR/pgsource")"
     export KW_DSN_DEMO  # the stream names this variable: the web, worker and beat started below inherit it
 fi
+# Every setting this run uses goes into the env file, so a component started by hand (README) gets the same.
+$PY manage.py save_run_settings SPARK_LOCAL_IP KW_DSN_DEMO
 
 start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
 start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2

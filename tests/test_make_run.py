@@ -77,8 +77,9 @@ def test_the_demo_shows_every_panel_within_a_minute_and_ctrl_c_stops_everything(
     from kwmonitor.streams.models import Evaluator, Stream
 
     port = server.free_port()
+    env_file = tmp_path / "var" / ".env"
     env = dict(os.environ, DATABASE_URL=server.test_database_url(), REDIS_URL=redis_url, VAR_DIR=str(tmp_path / "var"),
-               PORT=str(port), DEMO_OPS="3000")
+               ENV_FILE=str(env_file), PORT=str(port), DEMO_OPS="3000")
     started = time.monotonic()
     run = subprocess.Popen([str(ROOT / "scripts" / "run.sh")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -86,6 +87,9 @@ def test_the_demo_shows_every_panel_within_a_minute_and_ctrl_c_stops_everything(
     try:
         output.wait_for(r"kwmonitor is up", 240)
         web_up = time.monotonic()
+        written = env_file.read_text().splitlines()  # what a component started by hand reads
+        assert {f"REDIS_URL={redis_url}", "ASC_MONITOR_PERIOD=30", f"VAR_DIR={tmp_path / 'var'}",
+                "SPARK_LOCAL_IP=127.0.0.1"} <= set(written)
         evaluator_id = int(output.wait_for(r"evaluator (\d+) of stream 'shop'", 10).group(1))
         deadline = time.monotonic() + 240
         while getattr(bus.read_heartbeat(redis_client, evaluator_id), "status", None) != "running":
