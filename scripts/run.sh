@@ -2,7 +2,8 @@
 # `make run`: bring the E-commerce demo up on this machine and keep it up until Ctrl-C.
 # Redis (started if none answers), migrations, the demo schema/user/stream/queries, then
 # daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder replaying
-# the demo feed into the stream. Logs go to $VAR_DIR/log/. Ctrl-C (or SIGTERM) stops everything
+# the demo feed into the stream. Logs go to $VAR_DIR/log/ (those of the previous LOG_KEEP runs are kept as
+# NAME.log.1, .2, ...). Ctrl-C (or SIGTERM) stops everything
 # started here, every evaluator of this installation included (with their Spark JVMs), and says so.
 # DEMO_POSTGRES=1 adds a PostgreSQL-sourced stream 'shop-pg': a throwaway PostgreSQL with
 # wal_level=logical under $VAR_DIR/pgsource, the demo's tables in it fed with the same feed as SQL,
@@ -18,6 +19,7 @@ PORT="${PORT:-8000}"
 DEMO_RATE="${DEMO_RATE:-20}"
 DEMO_OPS="${DEMO_OPS:-20000}"  # demo ops generated; fed at DEMO_RATE ops/s
 DEMO_POSTGRES="${DEMO_POSTGRES:-0}"  # 1: also the PostgreSQL-sourced stream shop-pg
+LOG_KEEP="${LOG_KEEP:-5}"  # the logs of this many previous runs are kept (web.log.1 the last one's)
 export VAR_DIR="${VAR_DIR:-var}"
 VAR="$VAR_DIR"
 # The ASC monitor closes a period every ~10 s of the demo's products (~15% of its ops), and the feed
@@ -26,6 +28,7 @@ export ASC_MONITOR_PERIOD="${ASC_MONITOR_PERIOD:-$(( DEMO_RATE * 3 / 2 > 10 ? DE
 SHIFT_EVERY=$(( DEMO_RATE * 20 > 100 ? DEMO_RATE * 20 : 100 ))
 started_at=$(date +%s%N)
 mkdir -p "$VAR/log" "$VAR/demo"
+scripts/rotate_logs.sh "$VAR/log" "$LOG_KEEP"
 
 scripts/ensure_env.sh
 setting() { $PY -c "import django; django.setup(); from django.conf import settings; print(settings.$1)"; }
@@ -134,7 +137,7 @@ cat <<MSG
   kwmonitor is up: $URL   (web up ${web_up_ms} ms after start)
   log in as:  demo / $DEMO_PASSWORD   (staff: the admin is at ${URL}admin/)
   demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from $FEED$PG_NOTE
-  logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log        Ctrl-C stops everything
+  logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log (earlier runs': .log.1 ...)   Ctrl-C stops everything
 
 MSG
 wait "${pids[@]}"
