@@ -71,6 +71,9 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # Adaptive query execution does not apply to streaming queries, the evaluator's only ones (left on,
+        # Spark warns at every start that it turns it off).
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
