@@ -18,8 +18,22 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
-# A local env file (written by `make run` / `make test`); real environment variables win.
+
+class _Env(environ.Env):
+    """``environ.Env`` that records the names read (``ENV_SETTINGS``: what ``make run`` writes to the env file)."""
+
+    def __init__(self, **scheme) -> None:
+        super().__init__(**scheme)
+        self.names: list[str] = []
+
+    def get_value(self, var, *args, **kwargs):
+        if var not in self.names:
+            self.names.append(var)
+        return super().get_value(var, *args, **kwargs)
+
+
+env = _Env()
+# A local env file (written by `make run` / `make test`: kwmonitor/envfile.py); real environment variables win.
 ENV_FILE = Path(env.str("ENV_FILE", default=str(BASE_DIR / "var" / ".env")))
 if ENV_FILE.is_file():
     environ.Env.read_env(ENV_FILE, overwrite=False)
@@ -269,3 +283,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }
+
+# Every setting read from the environment above, in order (`manage.py save_run_settings` writes those set).
+ENV_SETTINGS = tuple(env.names)

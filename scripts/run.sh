@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: bring the E-commerce demo up on this machine and keep it up until Ctrl-C.
 # Redis (started if none answers), migrations, the demo schema/user/stream/queries, then
-# daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder replaying
-# the demo feed into the stream. Logs go to $VAR_DIR/log/. Ctrl-C (or SIGTERM) stops everything
+# daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder sending
+# the demo feed into the stream until stopped. Logs go to $VAR_DIR/log/ (those of the previous LOG_KEEP runs are kept as
+# NAME.log.1, .2, ...). Ctrl-C (or SIGTERM) stops everything
 # started here, every evaluator of this installation included (with their Spark JVMs), and says so.
 # DEMO_POSTGRES=1 adds a PostgreSQL-sourced stream 'shop-pg': a throwaway PostgreSQL with
 # wal_level=logical under $VAR_DIR/pgsource, the demo's tables in it fed with the same feed as SQL,
@@ -16,8 +17,9 @@ PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 DEMO_RATE="${DEMO_RATE:-20}"
-DEMO_OPS="${DEMO_OPS:-20000}"  # demo ops generated; fed at DEMO_RATE ops/s
+DEMO_OPS="${DEMO_OPS:-0}"  # demo ops fed at DEMO_RATE ops/s (0: until stopped)
 DEMO_POSTGRES="${DEMO_POSTGRES:-0}"  # 1: also the PostgreSQL-sourced stream shop-pg
+LOG_KEEP="${LOG_KEEP:-5}"  # the logs of this many previous runs are kept (web.log.1 the last one's)
 export VAR_DIR="${VAR_DIR:-var}"
 VAR="$VAR_DIR"
 # The ASC monitor closes a period every ~10 s of the demo's products (~15% of its ops), and the feed
@@ -26,6 +28,7 @@ export ASC_MONITOR_PERIOD="${ASC_MONITOR_PERIOD:-$(( DEMO_RATE * 3 / 2 > 10 ? DE
 SHIFT_EVERY=$(( DEMO_RATE * 20 > 100 ? DEMO_RATE * 20 : 100 ))
 started_at=$(date +%s%N)
 mkdir -p "$VAR/log" "$VAR/demo"
+scripts/rotate_logs.sh "$VAR/log" "$LOG_KEEP"
 
 scripts/ensure_env.sh
 setting() { $PY -c "import django; django.setup(); from django.conf import settings; print(settings.$1)"; }
@@ -42,10 +45,6 @@ DEMO_PASSWORD="$(cat "$VAR/demo/password")"
 demo="$($PY manage.py load_demo --password "$DEMO_PASSWORD")"
 STREAM_ID="$(sed -n "s/.*stream 'shop' (id \([0-9]*\)).*/\1/p" <<<"$demo")"
 [ -n "$STREAM_ID" ] || { echo "load_demo did not report the demo stream: $demo" >&2; exit 1; }
-
-# The demo feed (generated once per size and season length, replayed on every run).
-FEED="$VAR/demo/feed-$DEMO_OPS-$SHIFT_EVERY.ndjson"
-[ -s "$FEED" ] || $PY manage.py write_demo_feed "$FEED" --ops "$DEMO_OPS" --shift-every "$SHIFT_EVERY" >/dev/null
 
 declare -A names=()
 pids=()
@@ -92,6 +91,8 @@ if [ "$DEMO_POSTGRES" = 1 ]; then
     KW_DSN_DEMO="$($PY -m streaming.capture.cluster start --dir "$VAR/pgsource")"
     export KW_DSN_DEMO  # the stream names this variable: the web, worker and beat started below inherit it
 fi
+# Every setting this run uses goes into the env file, so a component started by hand (README) gets the same.
+$PY manage.py save_run_settings SPARK_LOCAL_IP KW_DSN_DEMO
 
 start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
 start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
@@ -116,13 +117,14 @@ web_up_ms=$(( ($(date +%s%N) - started_at) / 1000000 ))
 # Each run replays the demo from its start: a fresh stream (seq 0, empty window and history).
 $PY manage.py reset_stream shop --no-input
 $PY manage.py start_evaluator shop
-start "the feeder" "$VAR/log/feeder.log" $PY manage.py replay "$FEED" --stream "$STREAM_ID" --rate "$DEMO_RATE" --batch-size "$DEMO_RATE"
+FEED_ARGS=(--rate "$DEMO_RATE" --ops "$DEMO_OPS" --shift-every "$SHIFT_EVERY")
+start "the feeder" "$VAR/log/feeder.log" $PY manage.py feed_demo --stream shop "${FEED_ARGS[@]}"
 PG_NOTE=""
 if [ "$DEMO_POSTGRES" = 1 ]; then
     $PY manage.py load_postgres_demo --username demo
     $PY manage.py reset_stream shop-pg --no-input
     $PY manage.py start_evaluator shop-pg
-    start "the PostgreSQL feeder" "$VAR/log/pgfeeder.log" $PY manage.py feed_postgres "$FEED" --stream shop-pg --rate "$DEMO_RATE"
+    start "the PostgreSQL feeder" "$VAR/log/pgfeeder.log" $PY manage.py feed_demo --stream shop-pg "${FEED_ARGS[@]}"
     PG_NOTE="
   stream 'shop-pg' captured from PostgreSQL (\$KW_DSN_DEMO=$KW_DSN_DEMO), its tables fed the same ops as SQL"
 fi
@@ -131,8 +133,8 @@ cat <<MSG
 
   kwmonitor is up: $URL   (web up ${web_up_ms} ms after start)
   log in as:  demo / $DEMO_PASSWORD   (staff: the admin is at ${URL}admin/)
-  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s from $FEED$PG_NOTE
-  logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log        Ctrl-C stops everything
+  demo stream 'shop' (id $STREAM_ID) fed at $DEMO_RATE ops/s until stopped (manage.py feed_demo)$PG_NOTE
+  logs: $VAR/log/{web,worker,beat,feeder,evaluator-*}.log (earlier runs': .log.1 ...)   Ctrl-C stops everything
 
 MSG
 wait "${pids[@]}"

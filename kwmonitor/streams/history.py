@@ -132,6 +132,8 @@ class HistoryPersister:
                         dropped=event.dropped, ratio=event.ratio,
                     ))
                 elif isinstance(event, Rearrangement):
+                    if event.new_sequence == event.old_sequence:  # the monitor's check kept the order: no change
+                        continue
                     out[RearrangementRecord].append(RearrangementRecord(
                         **common, relation=event.relation, old_sequence=event.old_sequence,
                         new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,

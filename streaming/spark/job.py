@@ -58,6 +58,8 @@ CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # (PYSPARK_PYTHON) is the executors' too. Both are paths of this host: a worker on another
 # host needs the project and its virtualenv at the same paths.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# The driver's log4j configuration (warnings and errors, without Spark's start-up notes).
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator") -> SparkSession:
@@ -71,6 +73,10 @@ def spark_session(master: str = "local[2]", app_name: str = "kwmonitor-evaluator
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # Adaptive query execution does not apply to streaming queries, the evaluator's only ones (left on,
+        # Spark warns at every start that it turns it off).
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)

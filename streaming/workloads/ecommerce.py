@@ -56,11 +56,14 @@ NOTES = ("", "", "", "", "gift", "gift for {state} cousin", "deliver to {state}"
 SEASONS = (((5.0, 60.0), "Texas", 0.4), ((60.0, 200.0), "Oregon", 0.4))
 
 
-def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05, shift_every: int = 0) -> Workload:
-    """About ``ops`` ops, one every 1-3 seconds; suggested query ``dress texas``.
+def build(ops: int | None = 5000, seed: int = 0, cancel_fraction: float = 0.05, shift_every: int = 0) -> Workload:
+    """``ops`` ops (None: an endless stream), one every 1-3 seconds; suggested query ``dress texas``.
 
     ``shift_every`` > 0 alternates the seasons of :data:`SEASONS` every that many ops
-    (0: one stationary distribution, prices 5-200 and states uniform).
+    (0: one stationary distribution, prices 5-200 and states uniform). Keys are
+    never reused and timestamps only grow, so an endless stream stays consistent
+    however long it runs: old tuples leave by the windows, and only orders still
+    live (inserted less than :data:`CANCEL_WITHIN_SECONDS` ago) are deleted.
     """
 
     def stream() -> Iterator[Op]:
@@ -69,7 +72,7 @@ def build(ops: int = 5000, seed: int = 0, cancel_fraction: float = 0.05, shift_e
         n = {"Customer": 0, "Product": 0, "Order": 0, "Group": 0}
         open_orders: list[tuple[float, int]] = []  # (ts, oid) of orders that may still be cancelled
         emitted = 0
-        while emitted < ops:
+        while ops is None or emitted < ops:
             ts += rng.choice((1.0, 1.0, 2.0, 3.0))
             roll = rng.random()
             late = 0

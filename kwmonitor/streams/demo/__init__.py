@@ -118,10 +118,17 @@ def demo_queries(stream: Stream, user) -> list[KeywordQuery]:
     return queries
 
 
-def demo_feed(ops: int, seed: int = 7, shift_every: int = 400, bad_every: int = 250) -> Iterator[str]:
-    """The demo's NDJSON lines: the shifting E-commerce workload with a bad line after every ``bad_every`` ops."""
+def demo_feed(ops: int | None, seed: int = 7, shift_every: int = 400, bad_every: int = 250,
+              after: float | None = None) -> Iterator[str]:
+    """The demo's NDJSON lines: the shifting E-commerce workload with a bad line after every ``bad_every`` ops.
+
+    ``ops`` None: endless (fresh keys and growing timestamps, so windows and results keep changing).
+    ``after``: leave out the ops up to that ``ts`` and their bad lines (a feeder going on where its stream is).
+    """
     workload = ecommerce.build(ops, seed, shift_every=shift_every)
     for n, op in enumerate(workload.ops(), 1):
+        if after is not None and op.ts <= after:
+            continue
         yield json.dumps(op_to_dict(op), separators=(",", ":"))
         if bad_every and n % bad_every == 0:
             yield BAD_LINES[(n // bad_every - 1) % len(BAD_LINES)]

@@ -9,9 +9,12 @@
   }
 
   class TimeChart {
-    /* series: [{label, color?, scale?}], scales: extra y scales (uPlot options), windowSeconds: kept history. */
-    constructor(el, series, { windowSeconds = 300, height = 220, axes = null, stepped = false } = {}) {
+    /* series: [{label, color?, scale?}], axes: uPlot axes, windowSeconds: kept history,
+       yRange: a fixed [min, max] of the y scale (default: fitted to the data). */
+    constructor(el, series, { windowSeconds = 300, height = 220, axes = null, stepped = false, yRange = null } = {}) {
       this.el = el;
+      el.kwChart = this; // the chart drawn in the element, for scripts that read its scales
+      this.yRange = yRange;
       this.windowSeconds = windowSeconds;
       this.height = height;
       this.extraAxes = axes;
@@ -42,6 +45,7 @@
             const hi = Math.max(max || now, now);
             return [Math.min(Math.max(min || hi, hi - this.windowSeconds), hi - 60), hi];
           } },
+          ...(this.yRange ? { y: { range: () => this.yRange } } : {}),
         },
         series: [{}].concat(series.map((s, i) => ({
           label: s.label,

@@ -17,7 +17,13 @@
   });
 
   const relations = [];
-  const dropping = new kw.TimeChart($("dropping-chart"), [], { windowSeconds: 1800 });
+  // Ratios are shares (0 to 1): a fixed scale, labelled in percent (an all-zero series must not read 0-100).
+  const percent = (u, ticks) => ticks.map((t) => `${Math.round(t * 100)} %`);
+  const dropping = new kw.TimeChart($("dropping-chart"), [], {
+    windowSeconds: 1800,
+    yRange: [0, 1],
+    axes: [{}, { size: 52, values: percent }],
+  });
 
   let redrawPending = false;
   function redrawSoon() {
@@ -36,6 +42,24 @@
 
   function keepAtMost(list, n) {
     while (list.children.length > n) list.lastElementChild.remove();
+  }
+
+  // Per relation: its current order and how many of the monitor's checks kept it since it last changed.
+  const orders = new Map();
+  function orderChecked(relation, sequence, kept, t) {
+    let entry = orders.get(relation);
+    if (!entry) {
+      const li = $("order-check-template").content.firstElementChild.cloneNode(true);
+      li.querySelector(".relation").textContent = relation;
+      $("order-checks").append(li);
+      entry = { li, kept: 0 };
+      orders.set(relation, entry);
+    }
+    entry.kept = kept ? entry.kept + 1 : 0;
+    entry.li.querySelector(".seq").textContent = sequence;
+    entry.li.querySelector(".checks").textContent = kept
+      ? `· kept by ${entry.kept} check${entry.kept === 1 ? "" : "s"}, the last at ${kw.formatTime(t)}`
+      : `· set at ${kw.formatTime(t)}`;
   }
 
   let dead = 0;
@@ -82,18 +106,16 @@
       $("dropping-empty").hidden = true;
     },
     "asc.rearrangement"(e, t) {
+      const before = e.old_sequence.join(" › ");
+      const after = e.new_sequence.join(" › ");
+      orderChecked(e.relation, after, before === after, t);
+      if (before === after) return; // the monitor re-derived the same order: not a change
       const li = $("rearrangement-template").content.firstElementChild.cloneNode(true);
       li.querySelector(".when").textContent = kw.formatTime(t);
       li.querySelector(".relation").textContent = e.relation;
       li.querySelector(".numbers").textContent = `d_init ${fmt(e.d_init, 3)} · d_cur ${fmt(e.d_cur, 3)} · μ ${fmt(e.mu, 3)}`;
-      const before = e.old_sequence.join(" › ");
-      const after = e.new_sequence.join(" › ");
-      if (before === after) {
-        li.querySelector(".seq").textContent = `order kept: ${after}`;
-      } else {
-        li.querySelector(".old").textContent = before;
-        li.querySelector(".new").textContent = after;
-      }
+      li.querySelector(".old").textContent = before;
+      li.querySelector(".new").textContent = after;
       $("rearrangements").prepend(li);
       keepAtMost($("rearrangements"), MAX_ROWS);
       $("rearr-empty").hidden = true;

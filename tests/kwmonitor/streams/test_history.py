@@ -59,6 +59,8 @@ def test_stream_events_go_to_their_tables_and_status_is_not_kept(shop, redis_cli
         DroppingRatio(stream=shop.pk, relation="Order", period=2, tuples=10, dropped=4, ratio=0.4, ts=4.0),
         Rearrangement(stream=shop.pk, relation="Order", old_sequence=["a", "b"], new_sequence=["b", "a"],
                       d_init=0.5, d_cur=0.2, mu=0.1, ts=5.0),
+        Rearrangement(stream=shop.pk, relation="Order", old_sequence=["b", "a"], new_sequence=["b", "a"],
+                      d_init=0.2, d_cur=0.2, mu=0.0, ts=6.0),  # a check that kept the order: not a rearrangement
     ]
     for event in events:
         bus.publish_stream_event(redis_client, shop.pk, event)

@@ -138,3 +138,27 @@ def test_the_cli_writes_one_file_per_query_equal_across_modes_and_to_run(tmp_pat
                              "--ops", str(examples / "ops.ndjson")], cwd=ROOT, capture_output=True, text=True)
     assert single.returncode == 0, single.stderr
     assert outputs["widen"]["query-3.ndjson"] == single.stdout
+
+
+def test_every_mode_gives_a_rejected_op_its_own_reason():
+    """``--sharing none`` names why an op was refused as ``widen`` does (not a bare "rejected by every query")."""
+    examples = ROOT / "docs" / "examples" / "ecommerce"
+    plan = SharingPlan.model_validate({
+        "schema": json.loads((examples / "schema.json").read_text()),
+        "queries": [{"id": 1, "keywords": ["dress", "texas"], "tmax": 5, "window_seconds": 3600, "predicates": []},
+                    {"id": 2, "keywords": ["wedding", "scarf"], "tmax": 3, "window_seconds": 1800,
+                     "predicates": [{"relation": "Product", "attribute": "price", "op": ">=", "value": 40}]}],
+        "aggregates": [{"id": 1, "source": {"relation": "Product"}, "aggregate": "avg", "attribute": "price",
+                        "window": 600, "step": 60}]})
+    lines = list(enumerate((examples / "ops.ndjson").read_text().splitlines(), 1))
+    lines.append((len(lines) + 1, '{"op":"insert","relation":"Product","tuple":{"pid":77,"title":"x","price":1},'
+                                  '"ts":1e9}'))
+    rejects = {}
+    for mode in MODES:
+        run = PlanRun(plan, mode)
+        run.feed(lines)
+        rejects[mode] = run.rejects
+    assert rejects["none"] == rejects["match"] == rejects["widen"]
+    reasons = [reason for _, reason in rejects["none"]]
+    assert len(reasons) == 4 and not any("every query" in reason for reason in reasons), reasons
+    assert any("already live" in r for r in reasons) and any("no live tuple" in r for r in reasons)
