@@ -362,7 +362,7 @@ class Supervisor:
             if failed_op is not None:
                 op = json.loads(failed_op)
                 reason += f" while applying seq {op['seq']}: {op['error']}"
-                reason += self._watch_poison(evaluator, op["seq"], f"crashed the evaluator ({op['error']})")
+                reason += self._watch_poison(evaluator, op["seq"], "crashed", op["error"])
             self._fail(evaluator, reason, now)
             return "died"
 
@@ -374,7 +374,7 @@ class Supervisor:
             _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
             reason = f"stalled: {stall}"
             if heartbeat.applying_seq is not None:
-                reason += self._watch_poison(evaluator, heartbeat.applying_seq, f"stalled the evaluator ({stall})")
+                reason += self._watch_poison(evaluator, heartbeat.applying_seq, "stalled", stall)
             self._fail(evaluator, reason, now)
             return "stalled"
         if heartbeat is not None:
@@ -392,9 +392,10 @@ class Supervisor:
             return "silent"
         return ""
 
-    def _watch_poison(self, evaluator: Evaluator, seq: int, cause: str) -> str:
-        """Count a failure at op ``seq`` (consecutive failures at the same op); at ``poison_failures`` set the
-        op aside for the stream as a dead letter. Returns what to add to the failure's reason."""
+    def _watch_poison(self, evaluator: Evaluator, seq: int, what: str, detail: str) -> str:
+        """Count a failure (``what``: "stalled", "crashed") at op ``seq``, consecutive failures at the same op;
+        at ``poison_failures`` set the op aside for the stream as a dead letter. Returns what to add to the
+        failure's reason."""
         client = redis_client()
         key = bus.Keys.poison_watch(evaluator.pk)
         watch = client.hgetall(key)
@@ -402,7 +403,7 @@ class Supervisor:
         if failures < self.config.poison_failures:
             client.hset(key, mapping={"seq": seq, "failures": failures})
             return ""
-        reason = f"poison op, set aside: it {cause}, {failures} times in a row"
+        reason = f"poison op, set aside: it {what} the evaluator {failures} times in a row (the last time: {detail})"
         with client.pipeline(transaction=True) as pipe:
             pipe.hset(bus.Keys.stream_poison(evaluator.stream_id), str(seq), reason[:2000])
             pipe.delete(key)
