@@ -147,13 +147,15 @@ class EvaluatorStatus(_Payload):
         return max(0, self.input_seq - self.applied_seq)
 
     def stalled_for(self, now: float) -> float:
-        """Seconds the running process has applied no batch while input waited (0: not stalled).
+        """Seconds the process has made no progress while input waited (0: not stalled).
 
         A process that is caught up counts as making progress, so an idle
         stream is never stalled, and input that just arrived has waited only
-        since the last beat that found none.
+        since the last beat that found none. A process reports progress only
+        while it runs or its apply loop works (a restart applying what Spark
+        had committed), never while Spark starts.
         """
-        if self.status != "running" or not self.waiting or self.progress_at is None:
+        if not self.waiting or self.progress_at is None:
             return 0.0
         return max(0.0, now - self.progress_at)
 

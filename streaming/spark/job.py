@@ -213,6 +213,7 @@ class BatchHandler:
     def __init__(self, evaluator: GroupEvaluator, pipelined: bool = False):
         self.evaluator = evaluator
         self.batches = 0
+        self.arrived_at: float | None = None  # when Spark last handed over a batch (unix time)
         self.pipelined = pipelined
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
         self._pending: Future | None = None
@@ -221,6 +222,7 @@ class BatchHandler:
         self.source = dict(evaluator.plan.stream.source) if evaluator.plan is not None else {}
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        self.arrived_at = time.time()
         evaluator = self.evaluator
         if self._pool is None:
             with evaluator.lock:

@@ -57,7 +57,6 @@ class SparkProcess(ABC):
         self.stopping = threading.Event()
         self.status = "starting"
         self.detail = ""
-        self.status_since = time.time()
 
     # -------------------------------------------------------------- what a subclass says
 
@@ -114,8 +113,6 @@ class SparkProcess(ABC):
 
     def set_status(self, status: str, detail: str = "") -> None:
         """Record a transition: heartbeat now and, once the stream is known, a status event."""
-        if status != self.status:
-            self.status_since = time.time()
         self.status, self.detail = status, detail
         current = self._status()
         bus.write_heartbeat(self.client, current)
@@ -212,21 +209,24 @@ class EvaluatorProcess(SparkProcess):
         return {str(query): error for query, error in self.evaluator.query_errors.items()}
 
     def progress(self) -> dict[str, Any]:
-        """Applied and waiting seqs; progress is the last batch finished, the last beat that found the apply
-        loop on another op than the beat before or nothing waiting, or the moment it began running (the
-        query (re)started). So a slow batch whose ops move is not stalled; one op that holds it is."""
+        """Applied and waiting seqs, once Spark handed the running query a batch or while the apply loop works
+        (a restart applying what Spark had committed); progress is the last batch that arrived from Spark or
+        finished, the last beat that found the apply loop on another op than the beat before or nothing
+        waiting. So a slow batch whose ops move is not stalled, one op that holds it is, and a Spark slow to
+        plan its first batch (a loaded machine) is not taken for a stalled apply loop."""
         evaluator, plan = self.evaluator, self.evaluator.plan
-        if plan is None or self.status != "running":
+        applied, applying = evaluator.saved_seq, evaluator.applying_seq
+        arrived_at = self.handler.arrived_at if self.handler is not None else None
+        if plan is None or (applying is None and (self.status != "running" or arrived_at is None)):
             return {}
         now = time.time()
         newest = input_seq(self.client, plan.stream.id, plan.stream.source)
-        applied, applying = evaluator.saved_seq, evaluator.applying_seq
         if newest <= applied and applying is None:
             self.caught_up_at = now
         if applying is not None and applying != self.last_applying:
             self.moved_at = now
         self.last_applying = applying
-        progress_at = max(t for t in (evaluator.progress_at, self.caught_up_at, self.moved_at, self.status_since)
+        progress_at = max(t for t in (evaluator.progress_at, arrived_at, self.caught_up_at, self.moved_at)
                           if t is not None)
         return {"applied_seq": applied, "input_seq": newest, "progress_at": progress_at, "applying_seq": applying}
 

@@ -11,7 +11,7 @@ import pytest
 from kwmonitor.dashboard.health import evaluator_liveness
 from kwmonitor.streams.models import Evaluator
 from streaming import bus
-from streaming.events import EvaluatorStatus
+from streaming.events import BatchMetrics, EvaluatorStatus
 
 from .conftest import added
 
@@ -49,7 +49,8 @@ def progress(waiting: int, progress_ago: float, applying: int | None = None) -> 
     (row("running"), beat("running", 1.0, **progress(5, 12.0, applying=100)), "stalled"),
     (row("running"), beat("running", 1.0, **progress(5, 3.0)), "running"),  # a batch finished lately
     (row("running"), beat("running", 1.0, **progress(0, 600.0)), "running"),  # caught up: idle, not stalled
-    (row("starting"), beat("starting", 1.0, **progress(5, 60.0)), "starting"),  # Spark still starting
+    (row("starting"), beat("starting", 1.0), "starting"),  # Spark still starting: no progress reported
+    (row("starting"), beat("starting", 1.0, **progress(5, 60.0, applying=100)), "stalled"),  # a restart's catch-up
     (row("running"), beat("running", 1.0), "running"),  # a process reporting no progress (the pre-processor)
 ])
 def test_liveness_comes_from_the_heartbeat(evaluator, heartbeat, expected, settings):
@@ -73,6 +74,13 @@ def test_status_and_the_stream_page_say_stalled(user_client, query, redis_client
     settings.EVALUATOR_STALL_SECONDS = 1.0
     s, evaluator = query.stream_id, query.stream.evaluator
     now = time.time()
+    bus.record_ingest(redis_client, s, 21)  # input comes in: not idle
+    bus.publish_stream_event(redis_client, s, BatchMetrics(evaluator=evaluator.pk, stream=s, batch_id=0, input_rows=9,
+                                                           rows_per_second=1234.0, duration_ms=7.3, ts=now - 6.0))
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=now,
+                                                      applied_seq=9, input_seq=9, progress_at=now))
+    processing = 'id="stat-processing" data-field="processing">{}</div>'
+    assert processing.format("1234.0") in user_client.get(f"/streams/{s}/").content.decode()
     bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=now,
                                                       applied_seq=9, input_seq=30, progress_at=now - 5.0,
                                                       applying_seq=10))
@@ -86,6 +94,7 @@ def test_status_and_the_stream_page_say_stalled(user_client, query, redis_client
     html = user_client.get(f"/streams/{s}/").content.decode()
     assert '<span class="badge stalled" id="evaluator-status" data-field="status"' in html
     assert "ops wait (applied seq 9; applying seq 10)</div>" in html
+    assert processing.format("–") in html  # the last batch's rate is not what happens now
 
 
 @pytest.mark.redis
