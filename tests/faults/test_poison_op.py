@@ -5,10 +5,10 @@ The op is no mock: an insert of a customer whose 400 orders (200 with "dress", 2
 stored before it, under the query "dress gift" (Tmax 3). Applied, it makes 40,000 results
 (Order-Customer-Order pairs), about 14 s of the evaluator's apply loop on the 2-core test machine, so with
 ``EVALUATOR_STALL_SECONDS`` set to 5 s it holds the loop past the limit every time (in the Spark batch, and
-in the restart that applies what Spark had committed before the kill). Everything runs for real: the ingest view, the landing directory, the Spark
-evaluator process (``python -m streaming.spark``) launched and killed by the supervisor, Redis. A spark
-test: three cold evaluator starts are most of its time (about 40 s on an idle 2-core machine, 211 s measured
-with the machine loaded to 7-10).
+in the restart that applies what Spark had committed before the kill). Everything runs for real: the
+ingest view, the landing directory, the Spark evaluator process (``python -m streaming.spark``) launched
+and killed by the supervisor, Redis. A spark test: three cold evaluator starts are most of its time
+(211 s measured with the 2-core machine at a load of 7 to 10; each start is 7 to 9 s of it when idle).
 """
 
 from __future__ import annotations
