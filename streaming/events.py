@@ -251,7 +251,8 @@ class StreamHealth(_Payload):
     ``evaluator`` is the heartbeat's status while the heartbeat is fresh,
     ``unresponsive`` when an evaluator that should run has none, ``stalled``
     when its fresh heartbeat says it applied no batch for
-    ``EVALUATOR_STALL_SECONDS`` while input waited, else the recorded status. ``input_rate`` is ops ingested per second over the last
+    ``EVALUATOR_STALL_SECONDS`` while input waited, else the recorded
+    status. ``input_rate`` is ops ingested per second over the last
     ``rate_window`` seconds; ``idle`` says none came in that window, and
     ``last_op_at`` when the last one did (unix time, None: never).
     """

@@ -100,7 +100,7 @@ def _fresh(heartbeat: EvaluatorStatus | None, now: float) -> bool:
 def stream_health(client: redis.Redis, stream: Stream, evaluator: Evaluator | None,
                   heartbeat: EvaluatorStatus | None, now: float) -> StreamHealth:
     """The stream's evaluator liveness (given its heartbeat, None: none in Redis) and its input."""
-    last_seen = bus.read_last_heartbeat_at(client, evaluator.pk) if evaluator is not None and heartbeat is None else None
+    last_seen = None if evaluator is None or heartbeat is not None else bus.read_last_heartbeat_at(client, evaluator.pk)
     status, detail, age = evaluator_liveness(evaluator, heartbeat, now, last_seen)
     fresh = _fresh(heartbeat, now)
     window = settings.INPUT_RATE_WINDOW_SECONDS

@@ -16,7 +16,8 @@ has died, gone silent or stalled (its heartbeat says no batch was applied for
 consecutive failures, and stops one that should not run. An op that
 stalled or crashed an evaluator ``poison_failures`` times in a row is set
 aside for the stream as a dead letter (``bus.Keys.stream_poison``), so the
-restarted evaluator goes past it (docs/ops.md, "Stalls and poison ops"). Each evaluator row is claimed
+restarted evaluator goes past it (docs/ops.md, "Stalls and poison ops").
+Each evaluator row is claimed
 with ``SELECT ... FOR UPDATE SKIP LOCKED``, so several workers never act on
 the same evaluator at once. Status changes reach dashboards through
 :mod:`kwmonitor.streams.sender` after commit.
