@@ -418,8 +418,14 @@ class GroupEvaluator:
         parse_ms: float = 0.0,
         selection_stats: Sequence[tuple[str, dict[str, Any]]] = (),
         parsed_with_version: int | None = None,
+        guarded: bool = False,
     ) -> BatchMetrics | None:
         """Apply one micro-batch and publish its effects; returns the metrics published.
+
+        ``guarded`` (a restart's replay of what Spark had committed, the batch
+        that may have ended the last process): each op is named in
+        ``bus.Keys.failed_op`` before it is applied, so the supervisor knows
+        the op even if the process is killed in it without a word.
 
         ``selection_stats`` are the executors' ASC statistics per relation;
         the executors' bitmaps and keyword hits (``ParsedOp.queries``,
@@ -437,6 +443,7 @@ class GroupEvaluator:
             rows = list(rows)
             ordered = sorted((r for r in rows if r.seq is not None), key=lambda r: r.seq)
             dead: list[ParsedOp] = [r for r in rows if r.seq is None]
+            failed_key = bus.Keys.failed_op(self.evaluator_id)
             poison = {int(seq): reason for seq, reason in
                       self.client.hgetall(bus.Keys.stream_poison(self.plan.stream.id)).items()}
             t_apply = time.perf_counter()
@@ -445,6 +452,8 @@ class GroupEvaluator:
                     if row.seq <= self.applied_seq:
                         continue
                     self.applying_seq = row.seq
+                    if guarded:
+                        self.client.set(failed_key, orjson.dumps({"seq": row.seq, "error": "killed while applying it"}))
                     if row.seq in poison:  # it stalled or crashed this stream's evaluators: set aside
                         dead.append(ParsedOp(row.seq, row.line, row.op, poison[row.seq]))
                     elif row.op is not None:  # a reject the pre-processor reported may still move the clock
@@ -455,11 +464,13 @@ class GroupEvaluator:
                         dead.append(row)
                     self.applied_seq = row.seq
             except Exception as exc:  # the process ends with it: name the op for the supervisor (docs/ops.md)
-                self.client.set(bus.Keys.failed_op(self.evaluator_id),
+                self.client.set(failed_key,
                                 orjson.dumps({"seq": self.applying_seq, "error": f"{type(exc).__name__}: {exc}"[:500]}))
                 raise
             finally:
                 self.applying_seq = None
+            if guarded:
+                self.client.delete(failed_key)
             t_persist = time.perf_counter()
             selection = self.engine.admission.selection
             if self._trust_selection and selection is not None:

@@ -359,9 +359,8 @@ class Supervisor:
 
         if self._local(evaluator) and not process_alive(evaluator.pid, evaluator.process_start):
             reason = f"process {evaluator.pid} exited"
-            failed_op = redis_client().getdel(bus.Keys.failed_op(evaluator.pk))
-            if failed_op is not None:
-                op = json.loads(failed_op)
+            op = self._failed_op(evaluator)
+            if op is not None:
                 reason += f" while applying seq {op['seq']}: {op['error']}"
                 reason += self._watch_poison(evaluator, op["seq"], "crashed", op["error"])
             self._fail(evaluator, reason, now)
@@ -374,8 +373,10 @@ class Supervisor:
             stall = heartbeat.stall_detail(now.timestamp())
             _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
             reason = f"stalled: {stall}"
-            if heartbeat.applying_seq is not None:
-                reason += self._watch_poison(evaluator, heartbeat.applying_seq, "stalled", stall)
+            op = self._failed_op(evaluator)
+            seq = heartbeat.applying_seq if heartbeat.applying_seq is not None else (op["seq"] if op else None)
+            if seq is not None:
+                reason += self._watch_poison(evaluator, seq, "stalled", stall)
             self._fail(evaluator, reason, now)
             return "stalled"
         if heartbeat is not None:
@@ -387,11 +388,22 @@ class Supervisor:
         limit = self.config.heartbeat_timeout if seen_since_start else self.config.start_grace
         silent_for = (now - last_sign).total_seconds()
         if silent_for > limit:
+            reason = f"no heartbeat for {silent_for:.0f} s"
             if self._local(evaluator):
                 _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
-            self._fail(evaluator, f"no heartbeat for {silent_for:.0f} s", now)
+                op = self._failed_op(evaluator)
+                if op is not None:  # a replay that held the process so hard its heartbeat stopped
+                    reason += f" while applying seq {op['seq']}"
+                    reason += self._watch_poison(evaluator, op["seq"], "silenced", reason)
+            self._fail(evaluator, reason, now)
             return "silent"
         return ""
+
+    @staticmethod
+    def _failed_op(evaluator: Evaluator) -> dict | None:
+        """The op the evaluator named before it failed (an error, or a guarded replay it did not finish), taken."""
+        raw = redis_client().getdel(bus.Keys.failed_op(evaluator.pk))
+        return None if raw is None else json.loads(raw)
 
     def _watch_poison(self, evaluator: Evaluator, seq: int, what: str, detail: str) -> str:
         """Count a failure (``what``: "stalled", "crashed") at op ``seq``, consecutive failures at the same op;

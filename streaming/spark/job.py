@@ -331,7 +331,7 @@ def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], 
         else:
             assert evaluator.schema is not None
             rows = [parse_stored_line(line, evaluator.schema, evaluator.keywords) for line in lines]
-        evaluator.apply_batch(-1, rows)
+        evaluator.apply_batch(-1, rows, guarded=True)
     return len(lines)
 
 

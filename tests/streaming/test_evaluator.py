@@ -493,7 +493,16 @@ def test_an_error_applying_an_op_names_that_op_before_it_ends_the_process(redis_
     # an insert without its values (the parser never makes one) reaches the engine: a bug, not a reject
     broken = replace(rows[3], op=rows[3].op._replace(values=None))
     with pytest.raises(Exception) as raised:
-        ev.apply_batch(0, rows[:3] + [broken] + rows[4:])
+        ev.apply_batch(0, rows[:3] + [broken] + rows[4:], guarded=True)
     failed = json.loads(redis_client.get(bus.Keys.failed_op(1)))
     assert failed == {"seq": 3, "error": f"{type(raised.value).__name__}: {raised.value}"[:500]}
     assert ev.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
+
+
+def test_a_guarded_replay_leaves_no_op_named_once_it_is_through(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    redis_client.set(bus.Keys.failed_op(1), json.dumps({"seq": 0, "error": "killed while applying it"}))
+    ev.apply_batch(-1, parsed(redis_client, LINES), guarded=True)
+    assert ev.saved_seq == len(LINES) - 1 and not redis_client.exists(bus.Keys.failed_op(1))

@@ -121,10 +121,14 @@ def test_a_silent_process_is_killed_and_restarted(supervisor, evaluator, redis_c
     Evaluator.objects.filter(pk=evaluator.pk).update(
         started_at=now - dt.timedelta(seconds=10), heartbeat_at=now - dt.timedelta(seconds=2)
     )
+    # it was replaying what Spark had committed, guarded: the op it was in is named (streaming/test_evaluator.py)
+    redis_client.set(bus.Keys.failed_op(evaluator.pk), json.dumps({"seq": 5, "error": "killed while applying it"}))
     assert supervisor.supervise() == [(evaluator.pk, "silent")]
     wait_for(lambda: not process_alive(pid))
     evaluator.refresh_from_db()
     assert evaluator.status == "failed" and evaluator.last_error.startswith("no heartbeat")
+    assert evaluator.last_error.endswith(" while applying seq 5")
+    assert redis_client.hgetall(bus.Keys.poison_watch(evaluator.pk)) == {"seq": "5", "failures": "1"}
 
 
 def test_stop_terminates_cleanly_and_supervision_keeps_it_stopped(supervisor, evaluator, redis_client, reap_evaluators):
