@@ -252,6 +252,11 @@ CAPTURE_COMMAND = shlex.split(
 EVALUATOR_HEARTBEAT_TIMEOUT = 15.0
 # Seconds without a heartbeat after which the dashboards show an evaluator as unresponsive (it beats every 2 s).
 EVALUATOR_UNRESPONSIVE_SECONDS = 6.0
+# Seconds a running evaluator may apply no batch while input waits (and its apply loop holds one op, or none)
+# before the pages say "stalled" and the supervisor restarts it (docs/ops.md, "Stalls and poison ops").
+EVALUATOR_STALL_SECONDS = 10.0
+# Failures (stalls or crashes) at the same op after which the supervisor sets that op aside as a dead letter.
+EVALUATOR_POISON_FAILURES = 2
 # Seconds a new evaluator process has to write its first heartbeat (it does so before it starts Spark).
 EVALUATOR_FIRST_HEARTBEAT_SECONDS = 20.0
 # Seconds without beat's heartbeat (written every 2 s) after which the dashboards say beat is down.

@@ -27,8 +27,11 @@ metrics, dead letters, dropping ratios and rearrangements, and
 count), from which the input rate and the time of the last op are read
 (:func:`record_ingest`, :func:`read_input`). Per evaluator,
 ``kw:evaluator:{id}:plan`` holds the plan JSON written by the web tier and
-``kw:evaluator:{id}:heartbeat`` the last heartbeat (with a TTL). Celery beat
-writes ``kw:component:beat:heartbeat``.
+``kw:evaluator:{id}:heartbeat`` the last heartbeat (with a TTL; its time is
+kept in ``kw:evaluator:{id}:last-heartbeat``). A stream's poison ops, set
+aside by the supervisor, are in ``kw:stream:{id}:poison``
+(``docs/ops.md``, "Stalls and poison ops"). Celery beat writes
+``kw:component:beat:heartbeat``.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ __all__ = [
     "read_plan",
     "write_heartbeat",
     "read_heartbeat",
+    "read_last_heartbeat_at",
     "INGESTED_MAXLEN",
     "record_ingest",
     "read_input",
@@ -164,6 +168,26 @@ class Keys:
     @staticmethod
     def heartbeat(evaluator_id: int) -> str:
         return f"kw:evaluator:{evaluator_id}:heartbeat"
+
+    @staticmethod
+    def last_heartbeat(evaluator_id: int) -> str:
+        """The unix time of the evaluator's last heartbeat, kept after the heartbeat itself expired."""
+        return f"kw:evaluator:{evaluator_id}:last-heartbeat"
+
+    @staticmethod
+    def failed_op(evaluator_id: int) -> str:
+        """The op an evaluator was applying when an error ended its process (JSON ``{"seq", "error"}``)."""
+        return f"kw:evaluator:{evaluator_id}:failed-op"
+
+    @staticmethod
+    def poison_watch(evaluator_id: int) -> str:
+        """Hash kept by the supervisor: the seq of the op the evaluator's last failures were at, and how many."""
+        return f"kw:evaluator:{evaluator_id}:poison-watch"
+
+    @staticmethod
+    def stream_poison(stream_id: int) -> str:
+        """Hash: seq -> reason, the stream's poison ops, set aside as dead letters (every evaluator skips them)."""
+        return f"kw:stream:{stream_id}:poison"
 
     @staticmethod
     def aggregate_cursor(stream_id: int) -> str:
@@ -393,7 +417,17 @@ def read_plan(client: redis.Redis, evaluator_id: int) -> dict[str, Any] | None:
 
 
 def write_heartbeat(client: redis.Redis, status: EvaluatorStatus, ttl_seconds: int = 15) -> None:
-    client.set(Keys.heartbeat(status.evaluator), status.model_dump_json(), ex=ttl_seconds)
+    """The heartbeat (expires after ``ttl_seconds``) and the time of it (kept, for "last seen")."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.set(Keys.heartbeat(status.evaluator), status.model_dump_json(), ex=ttl_seconds)
+        pipe.set(Keys.last_heartbeat(status.evaluator), repr(status.ts))
+        pipe.execute()
+
+
+def read_last_heartbeat_at(client: redis.Redis, evaluator_id: int) -> float | None:
+    """The unix time of the evaluator's last heartbeat, however old (None: never)."""
+    raw = client.get(Keys.last_heartbeat(evaluator_id))
+    return None if raw is None else float(raw)
 
 
 def read_heartbeat(client: redis.Redis, evaluator_id: int) -> EvaluatorStatus | None:

@@ -19,8 +19,11 @@ keyword classification and one lattice per sharing class). Per batch:
    evaluators' changes meet in seq order;
 2. apply the ops in ``seq`` order, skipping seqs already applied (a batch
    replayed by Spark after a crash); stream-level rejects (late op, a time
-   the plan's clock guard refuses, duplicate key, delete of a missing key)
-   and parse rejects become dead letters;
+   the plan's clock guard refuses, duplicate key, delete of a missing key),
+   parse rejects and the stream's poison ops (set aside by the supervisor
+   after they stalled or crashed an evaluator repeatedly, ``docs/ops.md``)
+   become dead letters; an error while applying an op names that op in
+   ``bus.Keys.failed_op`` before it ends the process;
 3. persist the stored tuples with the last applied seq (one MULTI), then
    publish each query's changes (live set + change stream, one atomic step per
    query), aggregate values, dead letters and the batch metrics.
@@ -168,6 +171,11 @@ class GroupEvaluator:
         self.aggregates: dict[int, AggregateProperties] = {}
         self.lines: dict[tuple[str, Any], str] = {}  # stored tuple -> its stored line
         self.applied_seq = -1
+        # what the heartbeat reports (read without the lock): the seq applied and saved by the last batch, when
+        # that batch finished, and the op being applied now (None between batches)
+        self.saved_seq = -1
+        self.progress_at: float | None = None
+        self.applying_seq: int | None = None
         self.query_errors: dict[int, str] = {}
         self.aggregate_errors: dict[int, str] = {}
         self.live_counts: dict[int, int] = {}
@@ -207,7 +215,7 @@ class GroupEvaluator:
         """Load the persisted tuples and the plan, evaluate every class at once, reconcile live sets."""
         with self.lock:
             state = self.client.hgetall(bus.Keys.evaluator_state(self.evaluator_id))
-            self.applied_seq = int(state.get("seq", -1))
+            self.applied_seq = self.saved_seq = int(state.get("seq", -1))
             self._clock = float(state["clock"]) if state.get("clock") else None
             self._saved_aggregates = orjson.loads(state["aggregates"]) if state.get("aggregates") else {}
             self.joined = {int(q): seq for q, seq in orjson.loads(state["joined"]).items()} if state.get("joined") else {}
@@ -417,8 +425,14 @@ class GroupEvaluator:
         parse_ms: float = 0.0,
         selection_stats: Sequence[tuple[str, dict[str, Any]]] = (),
         parsed_with_version: int | None = None,
+        guarded: bool = False,
     ) -> BatchMetrics | None:
         """Apply one micro-batch and publish its effects; returns the metrics published.
+
+        ``guarded`` (a restart's replay of what Spark had committed, the batch
+        that may have ended the last process): each op is named in
+        ``bus.Keys.failed_op`` before it is applied, so the supervisor knows
+        the op even if the process is killed in it without a word.
 
         ``selection_stats`` are the executors' ASC statistics per relation;
         the executors' bitmaps and keyword hits (``ParsedOp.queries``,
@@ -436,17 +450,34 @@ class GroupEvaluator:
             rows = list(rows)
             ordered = sorted((r for r in rows if r.seq is not None), key=lambda r: r.seq)
             dead: list[ParsedOp] = [r for r in rows if r.seq is None]
+            failed_key = bus.Keys.failed_op(self.evaluator_id)
+            poison = {int(seq): reason for seq, reason in
+                      self.client.hgetall(bus.Keys.stream_poison(self.plan.stream.id)).items()}
             t_apply = time.perf_counter()
-            for row in ordered:
-                if row.seq <= self.applied_seq:
-                    continue
-                if row.op is not None:  # a reject the pre-processor reported may still move the clock
-                    reason = self._apply(row)
-                    if reason is not None and not row.reported:
-                        dead.append(ParsedOp(row.seq, row.line, row.op, reason))
-                elif not row.reported:
-                    dead.append(row)
-                self.applied_seq = row.seq
+            try:
+                for row in ordered:
+                    if row.seq <= self.applied_seq:
+                        continue
+                    self.applying_seq = row.seq
+                    if guarded:
+                        self.client.set(failed_key, orjson.dumps({"seq": row.seq, "error": "killed while applying it"}))
+                    if row.seq in poison:  # it stalled or crashed this stream's evaluators: set aside
+                        dead.append(ParsedOp(row.seq, row.line, row.op, poison[row.seq]))
+                    elif row.op is not None:  # a reject the pre-processor reported may still move the clock
+                        reason = self._apply(row)
+                        if reason is not None and not row.reported:
+                            dead.append(ParsedOp(row.seq, row.line, row.op, reason))
+                    elif not row.reported:
+                        dead.append(row)
+                    self.applied_seq = row.seq
+            except Exception as exc:  # the process ends with it: name the op for the supervisor (docs/ops.md)
+                self.client.set(failed_key,
+                                orjson.dumps({"seq": self.applying_seq, "error": f"{type(exc).__name__}: {exc}"[:500]}))
+                raise
+            finally:
+                self.applying_seq = None
+            if guarded:
+                self.client.delete(failed_key)
             t_persist = time.perf_counter()
             selection = self.engine.admission.selection
             if self._trust_selection and selection is not None:
@@ -458,6 +489,7 @@ class GroupEvaluator:
             bus.publish_subscription_results(self.client, self._subscription_results)
             self._subscription_results = []
             self._persist()
+            self.saved_seq = self.applied_seq
             t_publish = time.perf_counter()
             bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
             self._pending = {}
@@ -502,6 +534,7 @@ class GroupEvaluator:
                 ts=now,
             )
             bus.publish_stream_event(self.client, self.stream_id, metrics)
+            self.progress_at = time.time()
             return metrics
 
     def _apply(self, row: ParsedOp) -> str | None:

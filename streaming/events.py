@@ -114,6 +114,16 @@ class Snapshot(_Payload):
 
 
 class EvaluatorStatus(_Payload):
+    """A process's heartbeat (and, published on the stream's events, a status transition).
+
+    The progress fields make the heartbeat say whether the apply loop moves,
+    not only that the process lives: ``applied_seq`` is the last seq of the
+    last batch applied and saved, ``input_seq`` the newest seq its source
+    holds (as the heartbeat read it), ``progress_at`` when it last finished a
+    batch or had nothing waiting, ``applying_seq`` the op it is applying now
+    (None between batches). None: not reported (a process without an apply loop).
+    """
+
     type: Literal["evaluator.status"] = "evaluator.status"
     evaluator: int
     stream: int
@@ -123,7 +133,37 @@ class EvaluatorStatus(_Payload):
     plan_version: int = 0
     detail: str = ""
     query_errors: dict[str, str] = Field(default_factory=dict)
+    applied_seq: int | None = None
+    input_seq: int | None = None
+    progress_at: float | None = None
+    applying_seq: int | None = None
     ts: float
+
+    @property
+    def waiting(self) -> int:
+        """How many seqs of input wait beyond the applied seq (0: caught up, or not reported)."""
+        if self.input_seq is None or self.applied_seq is None:
+            return 0
+        return max(0, self.input_seq - self.applied_seq)
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds the process has made no progress while input waited (0: not stalled).
+
+        A process that is caught up counts as making progress, so an idle
+        stream is never stalled, and input that just arrived has waited only
+        since the last beat that found none. A process reports progress only
+        while it runs or its apply loop works (a restart applying what Spark
+        had committed), never while Spark starts.
+        """
+        if not self.waiting or self.progress_at is None:
+            return 0.0
+        return max(0.0, now - self.progress_at)
+
+    def stall_detail(self, now: float) -> str:
+        """Why the process is stalled, for pages and the supervisor's reason."""
+        on = f"; applying seq {self.applying_seq}" if self.applying_seq is not None else ""
+        return (f"no batch applied for {self.stalled_for(now):.0f} s while {self.waiting} ops wait "
+                f"(applied seq {self.applied_seq}{on})")
 
 
 class BatchMetrics(_Payload):
@@ -209,14 +249,16 @@ class StreamHealth(_Payload):
     """A stream as it is now: its evaluator's liveness (from the heartbeat) and its input.
 
     ``evaluator`` is the heartbeat's status while the heartbeat is fresh,
-    ``unresponsive`` when an evaluator that should run has none, else the
-    recorded status. ``input_rate`` is ops ingested per second over the last
+    ``unresponsive`` when an evaluator that should run has none, ``stalled``
+    when its fresh heartbeat says it applied no batch for
+    ``EVALUATOR_STALL_SECONDS`` while input waited, else the recorded
+    status. ``input_rate`` is ops ingested per second over the last
     ``rate_window`` seconds; ``idle`` says none came in that window, and
     ``last_op_at`` when the last one did (unix time, None: never).
     """
 
     stream: int
-    evaluator: Literal["starting", "running", "stopping", "stopped", "failed", "restarting", "unresponsive"]
+    evaluator: Literal["starting", "running", "stopping", "stopped", "failed", "restarting", "unresponsive", "stalled"]
     detail: str = ""
     pid: int | None = None
     host: str = ""

@@ -65,6 +65,7 @@ __all__ = [
     "read_landing",
     "read_redis_stream",
     "redis_stream_last_id",
+    "input_seq",
 ]
 
 LINE_FIELD = "line"
@@ -457,3 +458,13 @@ def applied_seq_of(client: redis.Redis, state_key: str) -> int:
     """The last seq an evaluator applied and persisted (-1: none)."""
     value = client.hget(state_key, "seq")
     return int(value) if value is not None else -1
+
+
+def input_seq(client: redis.Redis, stream_id: int, source: dict[str, Any]) -> int:
+    """The newest seq a reader of ``source`` (a plan's) can find there (-1: none yet): the stream's last
+    assigned seq for the raw source, the pre-processor's last derived seq for its derived stream."""
+    if source.get("kind") == "derived":
+        return max((applied_seq_of(client, Keys.evaluator_state(p)) for p in source["raw"].get("consumers", [])),
+                   default=-1)
+    value = client.get(Keys.stream_seq(stream_id))
+    return int(value) - 1 if value is not None else -1

@@ -2,9 +2,11 @@
 
 Liveness comes from signs of life, never from the last event: an evaluator
 is what its heartbeat says while the heartbeat is fresh
-(``EVALUATOR_UNRESPONSIVE_SECONDS``), and ``unresponsive`` when one that
-should be running has none, whatever its last status event or database row
-said. Beat is alive while its heartbeat (:mod:`kwmonitor.beat`) is fresh; a
+(``EVALUATOR_UNRESPONSIVE_SECONDS``) and shows progress, ``stalled`` when
+its heartbeat says no batch was applied for ``EVALUATOR_STALL_SECONDS``
+while input waited, and ``unresponsive`` when one that should be running
+has no heartbeat, whatever its last status event or database row said; the
+time it was last seen is its own last heartbeat's. Beat is alive while its heartbeat (:mod:`kwmonitor.beat`) is fresh; a
 worker while it answers a ping (cached for ``WORKER_PING_CACHE_SECONDS``).
 The input rate of a stream is what ingest recorded over the last
 ``INPUT_RATE_WINDOW_SECONDS``; with nothing in that window the stream is idle.
@@ -33,20 +35,24 @@ __all__ = ["evaluator_liveness", "worker_health", "beat_health", "stream_health"
 _WORKER_PING_KEY = "kw:component:worker:ping"
 
 
-def _clock(moment: dt.datetime | None) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%H:%M:%S UTC") if moment else "never"
+def _clock(moment: float) -> str:
+    return dt.datetime.fromtimestamp(moment, dt.timezone.utc).strftime("%H:%M:%S UTC")
 
 
-def evaluator_liveness(evaluator: Evaluator | None, heartbeat: EvaluatorStatus | None,
-                       now: float) -> tuple[str, str, float | None]:
-    """(status, detail, heartbeat age in seconds) of a stream's evaluator, from its heartbeat first."""
+def evaluator_liveness(evaluator: Evaluator | None, heartbeat: EvaluatorStatus | None, now: float,
+                       last_seen: float | None = None) -> tuple[str, str, float | None]:
+    """(status, detail, heartbeat age in seconds) of a stream's evaluator, from its heartbeat first;
+    ``last_seen``: the time of its last heartbeat once the heartbeat itself expired (None: never seen)."""
     age = None if heartbeat is None else max(0.0, now - heartbeat.ts)
     if heartbeat is not None and age <= settings.EVALUATOR_UNRESPONSIVE_SECONDS:
+        if heartbeat.stalled_for(now) > settings.EVALUATOR_STALL_SECONDS:
+            return "stalled", heartbeat.stall_detail(now), age
         return heartbeat.status, heartbeat.detail, age
     if evaluator is None:
         return "stopped", "", age
-    silent = (f"no heartbeat for {age:.0f} s" if age is not None
-              else f"no heartbeat (last seen {_clock(evaluator.heartbeat_at)})")
+    seen = heartbeat.ts if heartbeat is not None else last_seen
+    silent = (f"no heartbeat for {now - seen:.0f} s (last seen {_clock(seen)})" if seen is not None
+              else "no heartbeat yet")
     if evaluator.status == "running":
         return "unresponsive", f"{silent}; pid {evaluator.pid} on {evaluator.host or '?'}", age
     if evaluator.status in ("starting", "restarting"):
@@ -94,7 +100,8 @@ def _fresh(heartbeat: EvaluatorStatus | None, now: float) -> bool:
 def stream_health(client: redis.Redis, stream: Stream, evaluator: Evaluator | None,
                   heartbeat: EvaluatorStatus | None, now: float) -> StreamHealth:
     """The stream's evaluator liveness (given its heartbeat, None: none in Redis) and its input."""
-    status, detail, age = evaluator_liveness(evaluator, heartbeat, now)
+    last_seen = None if evaluator is None or heartbeat is not None else bus.read_last_heartbeat_at(client, evaluator.pk)
+    status, detail, age = evaluator_liveness(evaluator, heartbeat, now, last_seen)
     fresh = _fresh(heartbeat, now)
     window = settings.INPUT_RATE_WINDOW_SECONDS
     rate, last_op_at = bus.read_input(client, stream.pk, window, now)

@@ -59,6 +59,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
     with client.pipeline(transaction=False) as pipe:
         for e in rows:
             pipe.get(bus.Keys.heartbeat(e.pk))
+            pipe.get(bus.Keys.last_heartbeat(e.pk))
             pipe.hmget(bus.Keys.evaluator_state(e.pk), "seq", "batch_ms", "rows_per_second")
         pipe.get(bus.Keys.stream_seq(stream.pk))
         replies = pipe.execute()
@@ -67,9 +68,9 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
     now = time.time()
     out = []
     for i, e in enumerate(rows):
-        raw_beat, (applied, batch_ms, rows_per_second) = replies[2 * i], replies[2 * i + 1]
+        raw_beat, last_seen, (applied, batch_ms, rows_per_second) = replies[3 * i:3 * i + 3]
         heartbeat = EvaluatorStatus.model_validate_json(raw_beat) if raw_beat else None
-        status, detail, _ = evaluator_liveness(e, heartbeat, now)
+        status, detail, _ = evaluator_liveness(e, heartbeat, now, float(last_seen) if last_seen else None)
         applied_seq = int(applied) if applied is not None and e.role != "capture" else None
         batch = metrics.get(e.pk)
         if batch is not None:  # an evaluator: its last batch metrics event; the pre-processor: its state hash
@@ -78,7 +79,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
             "id": e.pk, "name": str(e), "role": e.get_role_display(), "status": status, "detail": detail,
             "pid": e.pid, "host": e.host, "applied_seq": applied_seq,
             "lag": max(0, ingested - applied_seq) if applied_seq is not None else None,
-            "rows_per_second": float(rows_per_second) if rows_per_second is not None else None,
+            "rows_per_second": float(rows_per_second) if rows_per_second is not None and status == "running" else None,
             "batch_ms": float(batch_ms) if batch_ms is not None else None,
             "classes": classes.get(e.pk, []) if e.role in ("primary", "secondary") else [],
         })

@@ -11,8 +11,13 @@ holds the same store (``streaming.placement``). The database records what the
 operator wants (``desired``) and what was seen (``status``, ``pid``, ``host``,
 ``heartbeat_at``). :meth:`Supervisor.supervise`, run by Celery beat every few
 seconds, makes the two agree: it (re)starts an evaluator that should run and
-has died or gone silent, with an exponential backoff over consecutive
-failures, and stops one that should not run. Each evaluator row is claimed
+has died, gone silent or stalled (its heartbeat says no batch was applied for
+``stall_seconds`` while input waited), with an exponential backoff over
+consecutive failures, and stops one that should not run. An op that
+stalled or crashed an evaluator ``poison_failures`` times in a row is set
+aside for the stream as a dead letter (``bus.Keys.stream_poison``), so the
+restarted evaluator goes past it (docs/ops.md, "Stalls and poison ops").
+Each evaluator row is claimed
 with ``SELECT ... FOR UPDATE SKIP LOCKED``, so several workers never act on
 the same evaluator at once. Status changes reach dashboards through
 :mod:`kwmonitor.streams.sender` after commit.
@@ -21,6 +26,7 @@ the same evaluator at once. Status changes reach dashboards through
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import signal
@@ -60,6 +66,8 @@ class SupervisorSettings:
     stop_timeout: float
     log_dir: Path
     capture_command: tuple[str, ...] = ()
+    stall_seconds: float = 10.0
+    poison_failures: int = 2
 
     @classmethod
     def from_django(cls) -> "SupervisorSettings":
@@ -74,6 +82,8 @@ class SupervisorSettings:
             backoff_max=settings.EVALUATOR_BACKOFF_MAX_SECONDS,
             stop_timeout=settings.EVALUATOR_STOP_TIMEOUT_SECONDS,
             log_dir=Path(settings.EVALUATOR_LOG_DIR),
+            stall_seconds=settings.EVALUATOR_STALL_SECONDS,
+            poison_failures=settings.EVALUATOR_POISON_FAILURES,
         )
 
 
@@ -222,7 +232,11 @@ class Supervisor:
     # operator actions
 
     def start(self, evaluator_id: int) -> Evaluator:
-        """Make the evaluator run: launch it now unless it already runs."""
+        """Make the evaluator run: launch it now unless it already runs.
+
+        A launch here starts a new run: its restart count and last error
+        start over (the earlier run's status events stay in the stream's history).
+        """
         with transaction.atomic():
             evaluator = Evaluator.objects.select_for_update().select_related("stream").get(pk=evaluator_id)
             evaluator.desired = "running"
@@ -230,6 +244,7 @@ class Supervisor:
             evaluator.next_restart_at = None
             evaluator.save(update_fields=["desired", "failures", "next_restart_at"])
             if not self._runs_here(evaluator):
+                evaluator.restarts, evaluator.last_error = 0, ""
                 self._launch(evaluator, "starting")
         return evaluator
 
@@ -343,11 +358,27 @@ class Supervisor:
             return ""
 
         if self._local(evaluator) and not process_alive(evaluator.pid, evaluator.process_start):
-            self._fail(evaluator, f"process {evaluator.pid} exited", now)
+            reason = f"process {evaluator.pid} exited"
+            op = self._failed_op(evaluator)
+            if op is not None:
+                reason += f" while applying seq {op['seq']}: {op['error']}"
+                reason += self._watch_poison(evaluator, op["seq"], "crashed", op["error"])
+            self._fail(evaluator, reason, now)
             return "died"
 
         self._ensure_plan(evaluator)
         heartbeat = self._beating(evaluator)
+        if heartbeat is not None and self._local(evaluator) \
+                and heartbeat.stalled_for(now.timestamp()) > self.config.stall_seconds:
+            stall = heartbeat.stall_detail(now.timestamp())
+            _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
+            reason = f"stalled: {stall}"
+            op = self._failed_op(evaluator)
+            seq = heartbeat.applying_seq if heartbeat.applying_seq is not None else (op["seq"] if op else None)
+            if seq is not None:
+                reason += self._watch_poison(evaluator, seq, "stalled", stall)
+            self._fail(evaluator, reason, now)
+            return "stalled"
         if heartbeat is not None:
             return self._alive(evaluator, heartbeat, now)
 
@@ -357,11 +388,41 @@ class Supervisor:
         limit = self.config.heartbeat_timeout if seen_since_start else self.config.start_grace
         silent_for = (now - last_sign).total_seconds()
         if silent_for > limit:
+            reason = f"no heartbeat for {silent_for:.0f} s"
             if self._local(evaluator):
                 _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
-            self._fail(evaluator, f"no heartbeat for {silent_for:.0f} s", now)
+                op = self._failed_op(evaluator)
+                if op is not None:  # a replay that held the process so hard its heartbeat stopped
+                    reason += f" while applying seq {op['seq']}"
+                    reason += self._watch_poison(evaluator, op["seq"], "silenced", reason)
+            self._fail(evaluator, reason, now)
             return "silent"
         return ""
+
+    @staticmethod
+    def _failed_op(evaluator: Evaluator) -> dict | None:
+        """The op the evaluator named before it failed (an error, or a guarded replay it did not finish), taken."""
+        raw = redis_client().getdel(bus.Keys.failed_op(evaluator.pk))
+        return None if raw is None else json.loads(raw)
+
+    def _watch_poison(self, evaluator: Evaluator, seq: int, what: str, detail: str) -> str:
+        """Count a failure (``what``: "stalled", "crashed") at op ``seq``, consecutive failures at the same op;
+        at ``poison_failures`` set the op aside for the stream as a dead letter. Returns what to add to the
+        failure's reason."""
+        client = redis_client()
+        key = bus.Keys.poison_watch(evaluator.pk)
+        watch = client.hgetall(key)
+        failures = int(watch.get("failures", 0)) + 1 if watch.get("seq") == str(seq) else 1
+        if failures < self.config.poison_failures:
+            client.hset(key, mapping={"seq": seq, "failures": failures})
+            return ""
+        reason = f"poison op, set aside: it {what} the evaluator {failures} times in a row (the last time: {detail})"
+        with client.pipeline(transaction=True) as pipe:
+            pipe.hset(bus.Keys.stream_poison(evaluator.stream_id), str(seq), reason[:2000])
+            pipe.delete(key)
+            pipe.execute()
+        log.warning("stream %s: op seq %s set aside as a dead letter (%s)", evaluator.stream_id, seq, reason)
+        return f"; op seq {seq} set aside as a dead letter"
 
     # transitions
 

@@ -219,6 +219,7 @@ class BatchHandler:
     def __init__(self, evaluator: GroupEvaluator, pipelined: bool = False):
         self.evaluator = evaluator
         self.batches = 0
+        self.arrived_at: float | None = None  # when Spark last handed over a batch (unix time)
         self.pipelined = pipelined
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
         self._pending: Future | None = None
@@ -227,6 +228,7 @@ class BatchHandler:
         self.source = dict(evaluator.plan.stream.source) if evaluator.plan is not None else {}
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        self.arrived_at = time.time()
         evaluator = self.evaluator
         if self._pool is None:
             with evaluator.lock:
@@ -335,7 +337,7 @@ def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], 
         else:
             assert evaluator.schema is not None
             rows = [parse_stored_line(line, evaluator.schema, evaluator.keywords) for line in lines]
-        evaluator.apply_batch(-1, rows)
+        evaluator.apply_batch(-1, rows, guarded=True)
     return len(lines)
 
 

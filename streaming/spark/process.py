@@ -5,9 +5,12 @@
 its plan in Redis, rebuilds the engines from the persisted tuples (reconciling
 the published live sets), starts the streaming query from its checkpoint and
 runs until SIGTERM/SIGINT (exit 0) or a failure of the query (exit 1). A
-heartbeat (``bus.write_heartbeat``, every ~2 s, TTL 15 s) says it is alive; the
-heartbeat thread also re-reads the plan between batches, so queries join and
-leave while no data flows.
+heartbeat (``bus.write_heartbeat``, every ~2 s, TTL 15 s) says it is alive and
+whether it makes progress: an evaluator's carries its applied seq, the newest
+seq its source holds and when it last finished a batch or found nothing
+waiting, from which the web tier and the supervisor tell a stalled apply loop
+(``EvaluatorStatus.stalled_for``). The heartbeat thread also re-reads the plan
+between batches, so queries join and leave while no data flows.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from streaming import bus
 from streaming.evaluator import GroupEvaluator
 from streaming.events import EvaluatorStatus
+from streaming.sources import input_seq
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 
 if TYPE_CHECKING:
@@ -70,6 +74,10 @@ class SparkProcess(ABC):
     def query_errors(self) -> dict[str, str]:
         return {}
 
+    def progress(self) -> dict[str, Any]:
+        """The heartbeat's progress fields (``EvaluatorStatus``); none for a process without an apply loop."""
+        return {}
+
     def prepare(self) -> None:
         """Load the plan and any persisted state (before Spark starts)."""
 
@@ -100,6 +108,7 @@ class SparkProcess(ABC):
             detail=self.detail,
             query_errors=self.query_errors(),
             ts=time.time(),
+            **self.progress(),
         )
 
     def set_status(self, status: str, detail: str = "") -> None:
@@ -186,6 +195,9 @@ class EvaluatorProcess(SparkProcess):
         self.evaluator = GroupEvaluator(self.client, args.evaluator, sharing=args.sharing, asc_sequence=args.asc_sequence,
                                         asc_period=args.asc_period, asc_mu=args.asc_mu)
         self.handler = None
+        self.caught_up_at: float | None = None
+        self.moved_at: float | None = None  # when a beat last saw the apply loop on another op
+        self.last_applying: int | None = None
 
     def stream_id(self) -> int | None:
         return self.evaluator.stream_id
@@ -195,6 +207,28 @@ class EvaluatorProcess(SparkProcess):
 
     def query_errors(self) -> dict[str, str]:
         return {str(query): error for query, error in self.evaluator.query_errors.items()}
+
+    def progress(self) -> dict[str, Any]:
+        """Applied and waiting seqs, once Spark handed the running query a batch or while the apply loop works
+        (a restart applying what Spark had committed); progress is the last batch that arrived from Spark or
+        finished, the last beat that found the apply loop on another op than the beat before or nothing
+        waiting. So a slow batch whose ops move is not stalled, one op that holds it is, and a Spark slow to
+        plan its first batch (a loaded machine) is not taken for a stalled apply loop."""
+        evaluator, plan = self.evaluator, self.evaluator.plan
+        applied, applying = evaluator.saved_seq, evaluator.applying_seq
+        arrived_at = self.handler.arrived_at if self.handler is not None else None
+        if plan is None or (applying is None and (self.status != "running" or arrived_at is None)):
+            return {}
+        now = time.time()
+        newest = input_seq(self.client, plan.stream.id, plan.stream.source)
+        if newest <= applied and applying is None:
+            self.caught_up_at = now
+        if applying is not None and applying != self.last_applying:
+            self.moved_at = now
+        self.last_applying = applying
+        progress_at = max(t for t in (evaluator.progress_at, arrived_at, self.caught_up_at, self.moved_at)
+                          if t is not None)
+        return {"applied_seq": applied, "input_seq": newest, "progress_at": progress_at, "applying_seq": applying}
 
     def prepare(self) -> None:
         self.evaluator.start()

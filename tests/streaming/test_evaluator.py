@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
@@ -467,3 +468,41 @@ def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_cli
     expected, expected_live = reference(ops[:len(OPS)] + [{"op": "unknown"}] + ops[len(OPS) + 1:])
     assert published(redis_client, 5) == (expected, expected_live)
     assert ev.event_time == 44
+
+
+def test_a_poison_op_is_a_dead_letter_with_its_reason_and_the_stream_goes_on(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    redis_client.hset(bus.Keys.stream_poison(2), "16", "poison op, set aside: it stalled the evaluator, 2 times in a row")
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    ev.apply_batch(0, parsed(redis_client, LINES))
+    assert ev.applied_seq == ev.saved_seq == len(LINES) - 1 and ev.applying_seq is None and ev.progress_at is not None
+    poisoned = [d for d in stream_events(redis_client, DeadLetter) if d.seq == 16]
+    assert [(d.reason, d.line) for d in poisoned] == [
+        ("poison op, set aside: it stalled the evaluator, 2 times in a row", LINES[16])]
+    expected, expected_live = reference(OPS, keep=lambda op: op != parse_op(OPS[16], Schema.from_dict(SCHEMA)))
+    assert published(redis_client, 5) == (expected, expected_live)
+    assert 16 not in expected and reference(OPS)[0].get(16)  # applied, the op would have made results
+
+
+def test_an_error_applying_an_op_names_that_op_before_it_ends_the_process(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES[:5])
+    # an insert without its values (the parser never makes one) reaches the engine: a bug, not a reject
+    broken = replace(rows[3], op=rows[3].op._replace(values=None))
+    with pytest.raises(Exception) as raised:
+        ev.apply_batch(0, rows[:3] + [broken] + rows[4:], guarded=True)
+    failed = json.loads(redis_client.get(bus.Keys.failed_op(1)))
+    assert failed == {"seq": 3, "error": f"{type(raised.value).__name__}: {raised.value}"[:500]}
+    assert ev.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
+
+
+def test_a_guarded_replay_leaves_no_op_named_once_it_is_through(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    redis_client.set(bus.Keys.failed_op(1), json.dumps({"seq": 0, "error": "killed while applying it"}))
+    ev.apply_batch(-1, parsed(redis_client, LINES), guarded=True)
+    assert ev.saved_seq == len(LINES) - 1 and not redis_client.exists(bus.Keys.failed_op(1))

@@ -2,7 +2,9 @@
  * the banner (worker or beat down), every element of a stream ([data-stream] with
  * [data-field=status|detail|pid|host|plan|input|last-op|processing]) and of a query
  * ([data-query] with [data-field=state|state-detail]). Liveness comes from heartbeats, so an
- * evaluator that stopped beating turns "unresponsive" here although no event announces it.
+ * evaluator that stopped beating turns "unresponsive" here, and one whose heartbeat shows no
+ * progress while input waits "stalled", although no event announces it; the processing figure
+ * is blanked while the evaluator is not running (its last batch's rate is no longer true).
  */
 (function () {
   "use strict";
@@ -60,6 +62,7 @@
       }
       setText(box, "last-op", s.idle ? "" : lastOp);
       if (s.idle) setText(box, "processing", "–", "idle: no batch to process");
+      else if (s.evaluator !== "running") setText(box, "processing", "–", `the evaluator is ${s.evaluator}: no batch is processed`);
     }
   }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from kwmonitor.dashboard.health import evaluator_liveness
 from kwmonitor.streams.models import Evaluator
 from streaming import bus
-from streaming.events import EvaluatorStatus
+from streaming.events import BatchMetrics, EvaluatorStatus
 
 from .conftest import added
 
@@ -23,8 +24,12 @@ def row(status: str, started_ago: float | None = 30.0, heartbeat_ago: float | No
                      heartbeat_at=at(heartbeat_ago))
 
 
-def beat(status: str, ago: float) -> EvaluatorStatus:
-    return EvaluatorStatus(evaluator=1, stream=1, status=status, pid=42, ts=NOW - ago)
+def beat(status: str, ago: float, **progress) -> EvaluatorStatus:
+    return EvaluatorStatus(evaluator=1, stream=1, status=status, pid=42, ts=NOW - ago, **progress)
+
+
+def progress(waiting: int, progress_ago: float, applying: int | None = None) -> dict:
+    return {"applied_seq": 99, "input_seq": 99 + waiting, "progress_at": NOW - progress_ago, "applying_seq": applying}
 
 
 @pytest.mark.parametrize("evaluator, heartbeat, expected", [
@@ -40,9 +45,56 @@ def beat(status: str, ago: float) -> EvaluatorStatus:
     (row("stopped"), None, "stopped"),
     (row("stopped"), beat("running", 1.0), "running"),  # something still beats: say so
     (None, None, "stopped"),
+    # progress (EVALUATOR_STALL_SECONDS 10): input waits and no batch for 12 s is a stall, whatever the status says
+    (row("running"), beat("running", 1.0, **progress(5, 12.0, applying=100)), "stalled"),
+    (row("running"), beat("running", 1.0, **progress(5, 3.0)), "running"),  # a batch finished lately
+    (row("running"), beat("running", 1.0, **progress(0, 600.0)), "running"),  # caught up: idle, not stalled
+    (row("starting"), beat("starting", 1.0), "starting"),  # Spark still starting: no progress reported
+    (row("starting"), beat("starting", 1.0, **progress(5, 60.0, applying=100)), "stalled"),  # a restart's catch-up
+    (row("running"), beat("running", 1.0), "running"),  # a process reporting no progress (the pre-processor)
 ])
 def test_liveness_comes_from_the_heartbeat(evaluator, heartbeat, expected, settings):
+    settings.EVALUATOR_STALL_SECONDS = 10.0
     assert evaluator_liveness(evaluator, heartbeat, NOW)[0] == expected
+
+
+def test_a_stall_and_a_silence_say_what_was_seen_last(settings):
+    settings.EVALUATOR_STALL_SECONDS = 10.0
+    _, detail, _ = evaluator_liveness(row("running"), beat("running", 1.0, **progress(5, 12.0, applying=100)), NOW)
+    assert detail == "no batch applied for 12 s while 5 ops wait (applied seq 99; applying seq 100)"
+    # the heartbeat expired: last seen is the evaluator's own last heartbeat, not when a worker last looked
+    _, detail, _ = evaluator_liveness(row("running", heartbeat_ago=300.0), None, NOW, last_seen=NOW - 40.0)
+    assert detail == "no heartbeat for 40 s (last seen 07:59:20 UTC); pid 42 on h"
+    assert evaluator_liveness(row("starting", started_ago=25.0), None, NOW)[1] == "no heartbeat yet"
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_status_and_the_stream_page_say_stalled(user_client, query, redis_client, settings):
+    settings.EVALUATOR_STALL_SECONDS = 1.0
+    s, evaluator = query.stream_id, query.stream.evaluator
+    now = time.time()
+    bus.record_ingest(redis_client, s, 21)  # input comes in: not idle
+    bus.publish_stream_event(redis_client, s, BatchMetrics(evaluator=evaluator.pk, stream=s, batch_id=0, input_rows=9,
+                                                           rows_per_second=1234.0, duration_ms=7.3, ts=now - 6.0))
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=now,
+                                                      applied_seq=9, input_seq=9, progress_at=now))
+    processing = 'id="stat-processing" data-field="processing">{}</div>'
+    assert processing.format("1234.0") in user_client.get(f"/streams/{s}/").content.decode()
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=s, status="running", ts=now,
+                                                      applied_seq=9, input_seq=30, progress_at=now - 5.0,
+                                                      applying_seq=10))
+    report = user_client.get("/status/").json()
+    (stream,) = report["streams"]
+    assert stream["evaluator"] == "stalled"
+    assert re.fullmatch(r"no batch applied for [56] s while 21 ops wait \(applied seq 9; applying seq 10\)",
+                        stream["detail"])
+    assert {q["query"]: (q["state"], q["detail"]) for q in report["queries"]}[query.pk] == (
+        "not running", "the stream's evaluator is stalled")
+    html = user_client.get(f"/streams/{s}/").content.decode()
+    assert '<span class="badge stalled" id="evaluator-status" data-field="status"' in html
+    assert "ops wait (applied seq 9; applying seq 10)</div>" in html
+    assert processing.format("–") in html  # the last batch's rate is not what happens now
 
 
 @pytest.mark.redis

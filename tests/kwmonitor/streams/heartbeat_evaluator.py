@@ -3,7 +3,9 @@
 It takes the evaluator's command-line contract (``--evaluator ID --redis-url
 URL --checkpoint-dir DIR [--master M]``), reads its plan, writes a heartbeat
 every ``--interval`` seconds and exits cleanly on SIGTERM, like the Spark
-evaluator, without starting Spark.
+evaluator, without starting Spark. With ``--stalled-at SEQ`` its heartbeat
+says what a stalled evaluator's says: running, input waiting past its applied
+seq, the apply loop on op SEQ since it started, no batch finished.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ def main() -> int:
     parser.add_argument("--checkpoint-dir", required=True)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--interval", type=float, default=0.3)
+    parser.add_argument("--stalled-at", type=int)
     args = parser.parse_args()
+    began = time.time()
+    stalled = {} if args.stalled_at is None else {
+        "applied_seq": args.stalled_at - 1, "input_seq": args.stalled_at + 10, "progress_at": began,
+        "applying_seq": args.stalled_at}
     client = bus.connect(args.redis_url)
     stopping = False
 
@@ -47,6 +54,7 @@ def main() -> int:
             pid=os.getpid(),
             plan_version=plan.get("version", 0),
             ts=time.time(),
+            **stalled,
         )
         if stopping:
             bus.publish_stream_event(client, status.stream, status)

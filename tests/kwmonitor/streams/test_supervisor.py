@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import time
@@ -120,10 +121,14 @@ def test_a_silent_process_is_killed_and_restarted(supervisor, evaluator, redis_c
     Evaluator.objects.filter(pk=evaluator.pk).update(
         started_at=now - dt.timedelta(seconds=10), heartbeat_at=now - dt.timedelta(seconds=2)
     )
+    # it was replaying what Spark had committed, guarded: the op it was in is named (streaming/test_evaluator.py)
+    redis_client.set(bus.Keys.failed_op(evaluator.pk), json.dumps({"seq": 5, "error": "killed while applying it"}))
     assert supervisor.supervise() == [(evaluator.pk, "silent")]
     wait_for(lambda: not process_alive(pid))
     evaluator.refresh_from_db()
     assert evaluator.status == "failed" and evaluator.last_error.startswith("no heartbeat")
+    assert evaluator.last_error.endswith(" while applying seq 5")
+    assert redis_client.hgetall(bus.Keys.poison_watch(evaluator.pk)) == {"seq": "5", "failures": "1"}
 
 
 def test_stop_terminates_cleanly_and_supervision_keeps_it_stopped(supervisor, evaluator, redis_client, reap_evaluators):
@@ -177,3 +182,80 @@ def test_an_evaluator_on_another_host_is_left_to_that_host(supervisor, evaluator
     assert supervisor.supervise() == [(evaluator.pk, "marked stopped")]
     evaluator.refresh_from_db()
     assert (evaluator.status, evaluator.pid) == ("stopped", None) and process_alive(me)
+
+
+def poison_supervisor(tmp_path: Path, *extra: str) -> Supervisor:
+    return Supervisor(SupervisorSettings(
+        command=(*HEARTBEAT_COMMAND, *extra), preprocessor_command=tuple(HEARTBEAT_COMMAND), heartbeat_timeout=5.0,
+        start_grace=5.0, stable_after=60.0, backoff=0.2, backoff_max=1.0, stop_timeout=5.0, log_dir=tmp_path / "log",
+        stall_seconds=0.5, poison_failures=2,
+    ))
+
+
+def relaunch(supervisor: Supervisor, evaluator: Evaluator, reap: list[int]) -> int:
+    evaluator.refresh_from_db()
+    wait_for(lambda: timezone.now() >= evaluator.next_restart_at)
+    assert supervisor.supervise() == [(evaluator.pk, "launched")]
+    evaluator.refresh_from_db()
+    reap.append(evaluator.pid)
+    return evaluator.pid
+
+
+def test_a_stalled_evaluator_is_restarted_and_the_op_that_stalled_it_twice_is_set_aside(
+        evaluator, redis_client, reap_evaluators, tmp_path):
+    supervisor = poison_supervisor(tmp_path, "--stalled-at", "7")  # its heartbeat: on op 7, input waiting, no batch
+    pid = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(pid)
+    for stall in (1, 2):
+        wait_for(lambda: (bus.read_heartbeat(redis_client, evaluator.pk) or EvaluatorStatus(
+            evaluator=0, stream=0, status="stopped", ts=0)).pid == pid)
+        # alive and beating, "running" until the heartbeat shows 0.5 s without progress
+        wait_for(lambda: (evaluator.pk, "stalled") in supervisor.supervise(), timeout=5.0, step=0.1)
+        wait_for(lambda: not process_alive(pid))  # killed, like a dead one
+        evaluator.refresh_from_db()
+        assert (evaluator.status, evaluator.pid, evaluator.failures) == ("failed", None, stall)
+        assert evaluator.last_error.startswith("stalled: no batch applied for ")
+        assert "while 11 ops wait (applied seq 6; applying seq 7)" in evaluator.last_error
+        if stall == 1:
+            assert redis_client.hgetall(bus.Keys.poison_watch(evaluator.pk)) == {"seq": "7", "failures": "1"}
+            assert not redis_client.exists(bus.Keys.stream_poison(evaluator.stream_id))
+            pid = relaunch(supervisor, evaluator, reap_evaluators)
+    assert evaluator.last_error.endswith("; op seq 7 set aside as a dead letter")
+    reason = redis_client.hget(bus.Keys.stream_poison(evaluator.stream_id), "7")
+    assert reason.startswith("poison op, set aside: it stalled the evaluator 2 times in a row (the last time: no batch "
+                             "applied for ")
+    assert reason.endswith("while 11 ops wait (applied seq 6; applying seq 7))")
+    assert not redis_client.exists(bus.Keys.poison_watch(evaluator.pk))
+    assert evaluator.restarts == 1
+
+
+def test_an_op_that_crashed_the_evaluator_twice_is_set_aside_and_other_failures_start_the_count_over(
+        evaluator, redis_client, reap_evaluators, tmp_path):
+    supervisor = poison_supervisor(tmp_path)
+    pid = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(pid)
+    poison = bus.Keys.stream_poison(evaluator.stream_id)
+    for seq in (9, 4, 4):
+        # what the evaluator records before an error ends it (tests/streaming/test_evaluator.py)
+        redis_client.set(bus.Keys.failed_op(evaluator.pk), json.dumps({"seq": seq, "error": "MemoryError: "}))
+        os.killpg(pid, signal.SIGKILL)
+        wait_for(lambda: not process_alive(pid))
+        assert supervisor.supervise() == [(evaluator.pk, "died")]
+        evaluator.refresh_from_db()
+        assert evaluator.last_error.startswith(f"process {pid} exited while applying seq {seq}: MemoryError: ")
+        assert not redis_client.exists(bus.Keys.failed_op(evaluator.pk))
+        assert (redis_client.hkeys(poison) == ["4"]) == (seq == 4 and evaluator.failures == 3)
+        pid = relaunch(supervisor, evaluator, reap_evaluators)
+    assert redis_client.hget(poison, "4") == (
+        "poison op, set aside: it crashed the evaluator 2 times in a row (the last time: MemoryError: )")
+    # a death that names no op counts nothing
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not process_alive(pid))
+    assert supervisor.supervise() == [(evaluator.pk, "died")]
+    evaluator.refresh_from_db()
+    assert evaluator.last_error == f"process {pid} exited" and redis_client.hkeys(poison) == ["4"]
+    # an operator's start begins a new run: no restarts, no error carried over
+    pid = supervisor.start(evaluator.pk).pid
+    reap_evaluators.append(pid)
+    evaluator.refresh_from_db()
+    assert (evaluator.restarts, evaluator.last_error, evaluator.status) == (0, "", "starting")

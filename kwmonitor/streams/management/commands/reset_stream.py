@@ -31,8 +31,9 @@ from ._evaluators import evaluator_of
 class Command(BaseCommand):
     help = (
         "Stop a stream's evaluator (name or id) and erase the stream's data: landing files, Spark checkpoint, "
-        "ops, seqs, ingest clock and evaluator state in Redis, its queries' live sets and change streams, and "
-        "its history; a PostgreSQL source's slot and capture state too. The configuration (schema, queries, "
+        "ops, seqs, ingest clock, poison ops and evaluator state in Redis, its queries' live sets and change "
+        "streams, and its history; its processes' restart counts and last errors; a PostgreSQL source's slot and "
+        "capture state too. The configuration (schema, queries, "
         "ingest token) is kept; the next op ingested gets seq 0."
     )
     slot_note = ""
@@ -76,10 +77,11 @@ class Command(BaseCommand):
             # the aggregate values' publish cursor would otherwise hold back every window of a replayed stream
             Keys.aggregate_cursor(stream.pk), Keys.sharing_report(stream.pk), Keys.stream_vocabularies(stream.pk),
             Keys.landing_consumers(stream.pk, "raw"), Keys.landing_consumers(stream.pk, "derived"),
-            Keys.capture_slot(stream.pk),
+            Keys.capture_slot(stream.pk), Keys.stream_poison(stream.pk),
         ]
         keys += [key for p in processes for key in (Keys.evaluator_tuples(p.pk), Keys.evaluator_state(p.pk),
-                                                    Keys.heartbeat(p.pk))]
+                                                    Keys.heartbeat(p.pk), Keys.last_heartbeat(p.pk),
+                                                    Keys.failed_op(p.pk), Keys.poison_watch(p.pk))]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid), Keys.published_seq(qid))]
         keys += [Keys.subscription_results(sid) for sid in subscription_ids]
         erased = int(redis_client().delete(*keys))
@@ -88,6 +90,8 @@ class Command(BaseCommand):
                      *(p.checkpoint_dir() for p in processes)):
             shutil.rmtree(path, ignore_errors=True)
         type(stream).objects.filter(pk=stream.pk).update(placement={})
+        # a new run of the stream: its processes' restart counts and errors start over
+        Evaluator.objects.filter(stream=stream).update(restarts=0, failures=0, last_error="", next_restart_at=None)
         self.slot_note = drop_slot(stream) if stream.is_captured else ""
         with transaction.atomic():
             HistoryCursor.objects.filter(key__in=keys).delete()
