@@ -5,7 +5,8 @@
 * collect: ``collect_ops`` turning its output back into ops on the driver;
 * apply: ``GroupEvaluator.apply_batch`` with the three demo queries
   (``kwmonitor.streams.demo.DEMO_QUERIES``) or ``--random-queries N`` random
-  saved queries (``streaming.workloads.queries``), batches of ``--batch`` ops,
+  saved queries (``streaming.workloads.queries``; ``--keyword-sets 400``: drawn
+  from 400 keyword sets as in ``bench sharing``), batches of ``--batch`` ops,
   on a real Redis (``--redis-url``, flushed), after ``--ops`` ops of warm-up;
   ``--profile FILE`` writes a cProfile of the timed apply::
 
@@ -38,6 +39,10 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "driver-path")
     parser.add_argument("--random-queries", type=int, default=0, help="N random saved queries instead of the demo's")
+    parser.add_argument("--keyword-sets", type=int, default=0,
+                        help="with --random-queries: draw their keyword sets uniformly from a pool of this many sets "
+                             "of the stream's words (as bench sharing's many-queries part), instead of the default "
+                             "skewed pool of 24")
     parser.add_argument("--profile", type=Path, default=None, help="write a cProfile of the timed apply here")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -62,7 +67,9 @@ def main() -> None:
 
         with (args.workdir / "ops.ndjson").open() as ops:
             profile = StreamProfile(schema_doc, (json.loads(line) for line in ops))
-        queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0)
+        many = {"pool": args.keyword_sets, "skew": 0.0, "word_skew": 1.0} if args.keyword_sets else {}
+        queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0,
+                                 **many)
     plan = {"version": 1, "evaluator": 1, "queries": queries,
             "stream": {"id": 1, "name": "shop", "schema": schema_doc, "source": {"kind": "redis", "key": "bench"}}}
     keywords = group_keywords(plan)
