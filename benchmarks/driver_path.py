@@ -51,7 +51,8 @@ def main() -> None:
     import pyarrow as pa
 
     from streaming import bus
-    from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+    from streaming.evaluator import GroupEvaluator, group_keywords
+    from streaming.parsed import parse_stored_line
     from streaming.schema import Schema
     from streaming.sources import stamp
     from streaming.spark.parse import collect_ops, make_parser

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from streaming import bus  # noqa: E402
-from streaming.evaluator import parse_stored_line  # noqa: E402
+from streaming.parsed import parse_stored_line  # noqa: E402
 from streaming.ops import op_to_dict  # noqa: E402
 from streaming.preprocess import Preprocessor, StreamNeeds, derived_ops  # noqa: E402
 from streaming.sharing.properties import QueryEntry, query_properties  # noqa: E402

@@ -64,17 +64,16 @@ from .asc.predicates import PredicateError
 from .evaluate.results import Result
 from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultView, SharingReport,
                      SubscriptionResult, TupleView, change_json, result_key)
-from .keywords import tuple_tokens
-from .ops import Op, OpRejected, parse_item_op, parse_op
+from .ops import Op, OpRejected
+from .parsed import ParsedOp, parse_stored_line
 from .schema import Schema
 from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
-from .sources import SourceError, split_seq
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
+__all__ = ["ParseSpec", "group_keywords", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
 _REPORT_SECONDS = 10.0
@@ -88,42 +87,6 @@ class ParseSpec:
     schema: dict[str, Any]
     keywords: tuple[str, ...]
     selection: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedOp:
-    """One stored line after parsing: an op, or the reason it was rejected.
-
-    ``hits`` are the group's keywords the inserted tuple contains (keyword
-    classification, done where the line was parsed); ``queries`` the
-    global-result bitmap of the selection constructs (bit ``i``: the query of
-    the plan's bit ``i`` admits the tuple), when the executors evaluated them
-    (None: not evaluated, the driver does it).
-    """
-
-    seq: int | None
-    line: str
-    op: Op | None
-    reason: str | None = None
-    hits: tuple[str, ...] = ()
-    queries: int | None = None
-    reported: bool = False  # a reject already published as a dead letter (by the stream's pre-processor)
-
-
-def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> ParsedOp:
-    """Parse and validate one stored line and classify its tuple against ``keywords``."""
-    try:
-        seq, obj = split_seq(line)
-    except SourceError as exc:
-        return ParsedOp(None, line, None, str(exc))
-    try:
-        op = parse_item_op(obj) if obj.get("op") == "item" else parse_op(obj, schema)
-    except OpRejected as exc:
-        return ParsedOp(seq, line, None, str(exc))
-    hits: tuple[str, ...] = ()
-    if op.kind == "insert" and keywords:
-        hits = tuple(sorted(keywords.intersection(tuple_tokens(schema.relations[op.relation], op.values))))
-    return ParsedOp(seq, line, op, None, hits)
 
 
 def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str]:

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from .evaluator import ParsedOp
+from .parsed import ParsedOp
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, op_to_dict, parse_op
 from .schema import Schema

@@ -27,7 +27,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, ParsedOp, parse_stored_line
+from streaming.evaluator import GroupEvaluator
+from streaming.parsed import ParsedOp, parse_stored_line
 from streaming.preprocess import derived_rows
 from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, line_seq, read_redis_stream,
                                unapplied_landing_lines)

@@ -8,7 +8,7 @@ bitmap of the queries the tuple satisfies (attribute selection constructs,
 vectorised over the partition's inserts; little-endian bytes). Each such relation also yields one statistics
 row (``kind = "asc-stats"``) for the driver's dropping monitor.
 :func:`collect_ops` turns the collected Arrow table back into
-:class:`~streaming.evaluator.ParsedOp` (and the statistics) on the driver.
+:class:`~streaming.parsed.ParsedOp` (and the statistics) on the driver.
 Only JSON crosses the process boundary; the schema travels as its document.
 Keys, values and statistics, which this module both writes and reads, go through orjson.
 """
@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import orjson
 import pyarrow as pa
 
-from streaming.evaluator import ParsedOp, parse_stored_line
+from streaming.parsed import ParsedOp, parse_stored_line
 from streaming.ops import Op
 from streaming.schema import Schema
 from streaming.selection import SelectionRunner

@@ -17,7 +17,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from kwmonitor.queries.models import WXQuerySubscription
 from streaming import sources
-from streaming.evaluator import GroupEvaluator, parse_stored_line
+from streaming.evaluator import GroupEvaluator
+from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.workloads.photons import PAPER_QUERIES, photon_items
 from tests.browser.server import asgi_server

@@ -10,7 +10,8 @@ import pytest
 
 from streaming import bus
 from streaming.engine import KeywordEngine
-from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.evaluator import GroupEvaluator, group_keywords
+from streaming.parsed import parse_stored_line
 from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema

@@ -12,7 +12,8 @@ import pytest
 from lxml import etree
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.evaluator import GroupEvaluator, group_keywords
+from streaming.parsed import parse_stored_line
 from streaming.events import DeadLetter, SubscriptionResult
 from streaming.ops import item_op
 from streaming.schema import Schema

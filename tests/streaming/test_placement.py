@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.evaluator import GroupEvaluator, group_keywords
+from streaming.parsed import parse_stored_line
 from streaming.ops import op_to_dict
 from streaming.placement import (Move, Placement, Unit, evaluator_plans, handoff_complete, place, unit_costs,
                                  units_of)

@@ -12,7 +12,8 @@ import pytest
 
 from kwmonitor.streams.plans import publish_plan
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_line
+from streaming.evaluator import GroupEvaluator, group_keywords
+from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.sources import stamp
 from tests.streaming.test_evaluator import OPS, reference

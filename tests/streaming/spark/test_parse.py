@@ -3,7 +3,7 @@
 import pyarrow as pa
 
 from streaming.workloads.ecommerce import SCHEMA_DOC as SHOP_SCHEMA
-from streaming.evaluator import parse_stored_line
+from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.sources import stamp
 from streaming.spark.parse import PARSED_ARROW, collect_ops, make_parser
