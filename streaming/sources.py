@@ -2,7 +2,9 @@
 
 Every op line carries a ``seq`` assigned once, at ingest, from the Redis
 counter ``Keys.stream_seq`` (0, 1, 2, ...), so the position of an op in the
-stream survives restarts of the ingest, the evaluator and Redis clients.
+stream survives restarts of the ingest, the evaluator and Redis clients. A
+landing writer that finds no counter (a Redis that lost its data) starts it
+after the newest stored file, so no seq is given twice.
 A stored line is the op's JSON object with ``seq`` as its first field::
 
     {"seq":17,"op":"insert","relation":"Order","tuple":{...},"ts":12.0}
@@ -61,6 +63,7 @@ __all__ = [
     "landing_file_seq",
     "landing_archive",
     "prune_archive",
+    "next_landing_seq",
     "landing_files",
     "read_landing",
     "read_redis_stream",
@@ -278,6 +281,9 @@ class LandingWriter(SourceWriter):
         is written yet."""
         # the clock moves with the seqs, before the file is written: a write that fails then leaves a clock
         # ahead of the stored ops, which judges later jumps more leniently, never more strictly
+        counter = Keys.stream_seq(self.stream_id)
+        if not self.client.exists(counter):  # a new stream, or a Redis that lost its data: the files say
+            self.client.set(counter, next_landing_seq(self.directory), nx=True)
         with self.client.pipeline(transaction=True) as pipe:
             pipe.incrby(Keys.stream_seq(self.stream_id), len(ops))
             if clock is not None:
@@ -341,6 +347,25 @@ def writer_for(client: redis.Redis, stream_id: int, source_kind: str, landing_ro
     if source_kind == "redis":
         return RedisStreamWriter(client, stream_id)
     raise ValueError(f"unknown source kind {source_kind!r}")
+
+
+def next_landing_seq(directory: str | Path) -> int:
+    """The seq after the last op stored in a landing directory or its archive (0: none).
+
+    The newest file holds it (files are named by their first seq, and a
+    file is archived only after every file before it).
+    """
+    directory = Path(directory)
+    for folder in (directory, landing_archive(directory)):
+        try:
+            names = [e.name for e in os.scandir(folder) if is_landing_file(e.name)]
+        except FileNotFoundError:
+            continue
+        if names:
+            newest = max(names)
+            with open(folder / newest, "rb") as fh:
+                return landing_file_seq(newest) + fh.read().count(b"\n")
+    return 0
 
 
 def landing_files(directory: str | Path) -> list[Path]:
