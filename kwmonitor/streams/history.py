@@ -7,12 +7,18 @@ stream after the last id it persisted and
 bulk-inserts the rows together with the new cursor, in one transaction: a
 crash between the two never loses nor duplicates history (unique
 ``entry_id`` per query or stream also makes a replay harmless).
+
+After Redis lost its data the evaluator publishes each query's changes again
+from the stream's first op, under new entry ids (docs/ops.md, "Redis"): a
+change history already holds (same seq, type and result, as many times as
+held) is skipped, so the history goes on where it was, nothing twice.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from typing import Any, Callable
 
 import redis
@@ -82,20 +88,29 @@ class HistoryPersister:
         """Copy a query's new adds and removes into :class:`ResultEvent` rows."""
 
         def rows(entries: list[tuple[str, Any]]) -> list[ResultEvent]:
-            return [
-                ResultEvent(
-                    query_id=query_id,
-                    entry_id=entry_id,
-                    seq=event.seq,
-                    type=event.type,
-                    result=event.result.model_dump(mode="json"),
-                    created=entry_time(entry_id),
-                )
-                for entry_id, event in entries
-                if isinstance(event, (ResultAdded, ResultRemoved))
-            ]
+            changes = [(entry_id, event) for entry_id, event in entries if isinstance(event, (ResultAdded, ResultRemoved))]
+            held = self._held_changes(query_id, [event for _, event in changes])
+            out = []
+            for entry_id, event in changes:
+                change = (event.seq, event.type, event.result.key)
+                if held[change] > 0:  # published again after Redis lost the stream
+                    held[change] -= 1
+                    continue
+                out.append(ResultEvent(query_id=query_id, entry_id=entry_id, seq=event.seq, type=event.type,
+                                       result=event.result.model_dump(mode="json"), created=entry_time(entry_id)))
+            return out
 
         return self._persist(Keys.changes(query_id), lambda entries: {ResultEvent: rows(entries)})
+
+    @staticmethod
+    def _held_changes(query_id: int, changes: list[ResultAdded | ResultRemoved]) -> Counter:
+        """How many times history holds each (seq, type, result key) of ``changes`` at or before its last seq."""
+        last = ResultEvent.objects.filter(query_id=query_id).order_by("-id").values_list("seq", flat=True).first()
+        seqs = {c.seq for c in changes if last is not None and c.seq <= last}
+        if not seqs:
+            return Counter()
+        return Counter(ResultEvent.objects.filter(query_id=query_id, seq__in=seqs)
+                       .values_list("seq", "type", "result__key"))
 
     def persist_subscription(self, subscription_id: int) -> int:
         """Copy a WXQuery subscription's new result items into :class:`SubscriptionResultRecord` rows."""
