@@ -298,8 +298,14 @@ class GroupEvaluator:
         What Redis lost is rebuilt this way: the tuples and applied seq, the
         live sets and change streams (each change again, in seq order, under
         new entry ids), the published seqs. Readers of the feeds resynchronise
-        from a snapshot and the history skips what it already holds.
+        from a snapshot and the history skips what it already holds. Raises
+        ``RuntimeError`` unless ``lines`` are the seqs 0, 1, 2, ... (archived
+        files pruned: the state cannot be rebuilt).
         """
+        if lines and (line_seq(lines[0]) != 0 or line_seq(lines[-1]) != len(lines) - 1):
+            raise RuntimeError(f"evaluator {self.evaluator_id}: its state is lost and the landing files no longer "
+                               f"hold every op from the first (seqs {line_seq(lines[0])} to {line_seq(lines[-1])}: "
+                               "archived files were pruned, LANDING_ARCHIVE_HOURS); reset the stream")
         with self.lock:
             assert self._plan_doc is not None
             self.engine = self.schema = None
@@ -323,7 +329,12 @@ class GroupEvaluator:
             raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
                                f"({source.get('kind')}) cannot be read again from the first op")
         upto = self.applied_seq
-        self.rebuild([line for line in read_landing(source["path"]) if line_seq(line) <= upto])
+        lines = [line for line in read_landing(source["path"]) if line_seq(line) <= upto]
+        if len(lines) != upto + 1:
+            raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and the landing files hold "
+                               f"{len(lines)} of the {upto + 1} ops it had applied (archived files were pruned, "
+                               "LANDING_ARCHIVE_HOURS); reset the stream")
+        self.rebuild(lines)
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for

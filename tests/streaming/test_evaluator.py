@@ -13,7 +13,7 @@ from streaming.evaluator import GroupEvaluator, group_keywords, parse_stored_lin
 from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.sources import stamp
+from streaming.sources import landing_archive, landing_file_name, stamp
 from streaming.workloads.ecommerce import SCHEMA_DOC as SCHEMA
 
 pytestmark = pytest.mark.redis
@@ -185,6 +185,55 @@ def test_restart_rebuilds_from_the_persisted_tuples(redis_client, cut):
         expected, expected_live = reference(OPS, **kwargs)
         got, live = published(redis_client, qid)
         assert got == expected and live == expected_live
+
+
+def write_landing(directory, lines, per_file=10, archived=0):
+    """``lines`` as landing files of ``per_file`` lines, the first ``archived`` files moved to the archive."""
+    directory.mkdir(parents=True)
+    landing_archive(directory).mkdir(parents=True)
+    for n, first in enumerate(range(0, len(lines), per_file)):
+        folder = landing_archive(directory) if n < archived else directory
+        (folder / landing_file_name(first)).write_text("".join(line + "\n" for line in lines[first:first + per_file]))
+
+
+def landing_plan(directory, *queries):
+    return {**plan(1, *queries), "stream": {**plan(1)["stream"], "source": {"kind": "landing", "path": str(directory)}}}
+
+
+@pytest.mark.parametrize("cut", [9, 21])
+def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, tmp_path, cut):
+    directory = tmp_path / "2"
+    write_landing(directory, LINES, archived=2)
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, rows[:cut])
+    redis_client.flushdb()  # a crash without persistence: tuples, state, plan, live sets, change streams gone
+    ev.apply_batch(1, rows[cut - 2:])  # the next batch finds the state gone and rebuilds first
+    for qid, kwargs in ((5, {}), (6, {"tmax": 4, "window": 30.0})):
+        expected, expected_live = reference(OPS, **kwargs)
+        got, live = published(redis_client, qid)
+        assert got == expected and live == expected_live  # every change once again, from the first op
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
+    restarted = GroupEvaluator(redis_client, 1)
+    restarted.start()  # what Redis holds again is the whole state
+    assert restarted.applied_seq == len(LINES) - 1 and restarted.lines == ev.lines
+
+
+def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
+    directory = tmp_path / "2"
+    write_landing(directory, LINES, archived=1)
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, rows[:15])
+    redis_client.flushdb()
+    for path in landing_archive(directory).iterdir():  # LANDING_ARCHIVE_HOURS went by
+        path.unlink()
+    with pytest.raises(RuntimeError, match="hold 5 of the 15 ops"):
+        ev.apply_batch(1, rows[15:])
 
 
 def test_crash_after_persist_before_publish_is_reconciled(redis_client):
