@@ -50,6 +50,20 @@ def test_changes_are_persisted_once_in_order_across_runs(shop, redis_client):
     assert HistoryCursor.objects.get(key=bus.Keys.changes(query.pk)).last_id == entries[-1][0]
 
 
+def test_changes_published_again_after_redis_lost_them_are_not_persisted_twice(shop, redis_client):
+    query = KeywordQuery.objects.get(name="dress in texas")
+    changes = [ResultAdded(query=query.pk, seq=i, result=result(i)) for i in range(4)]
+    changes += [ResultRemoved(query=query.pk, seq=4, result=result(1)), ResultAdded(query=query.pk, seq=4, result=result(1))]
+    bus.publish_changes(redis_client, query.pk, changes[:5])
+    persister = HistoryPersister(redis_client, batch=2)
+    assert persister.run()["results"] == 5
+    redis_client.flushdb()  # the evaluator publishes every change again, from the first op, under new ids
+    bus.publish_changes(redis_client, query.pk, changes)
+    assert persister.run()["results"] == 1  # only the add at seq 4 is new
+    rows = ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result__key")
+    assert list(rows) == [(c.seq, c.type, c.result.key) for c in changes]
+
+
 def test_stream_events_go_to_their_tables_and_status_is_not_kept(shop, redis_client):
     events = [
         EvaluatorStatus(evaluator=1, stream=shop.pk, status="running", ts=1.0),
