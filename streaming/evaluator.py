@@ -72,10 +72,10 @@ from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
-from .sources import SourceError, line_seq, read_landing, split_seq
+from .sources import SourceError, landing_pruned, line_seq, read_landing, split_seq
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "GroupEvaluator"]
+__all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "refuse_pruned", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
 _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
@@ -135,6 +135,14 @@ def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str
     if isinstance(plan, dict):
         return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
     return frozenset(k.casefold() for q in plan.queries for k in q.keywords)
+
+
+def refuse_pruned(evaluator_id: int, directory: str) -> None:
+    """Raise ``RuntimeError`` if the landing directory no longer holds every op from the first: a lost state
+    cannot be rebuilt from it."""
+    if landing_pruned(directory):
+        raise RuntimeError(f"evaluator {evaluator_id}: its state in Redis is lost and archived landing files were "
+                           "deleted (LANDING_ARCHIVE_HOURS), so it cannot be rebuilt: reset the stream")
 
 
 def _tuple_key(relation: str, key: Any) -> bytes:
@@ -298,14 +306,8 @@ class GroupEvaluator:
         What Redis lost is rebuilt this way: the tuples and applied seq, the
         live sets and change streams (each change again, in seq order, under
         new entry ids), the published seqs. Readers of the feeds resynchronise
-        from a snapshot and the history skips what it already holds. Raises
-        ``RuntimeError`` unless ``lines`` are the seqs 0, 1, 2, ... (archived
-        files pruned: the state cannot be rebuilt).
+        from a snapshot and the history skips what it already holds.
         """
-        if lines and (line_seq(lines[0]) != 0 or line_seq(lines[-1]) != len(lines) - 1):
-            raise RuntimeError(f"evaluator {self.evaluator_id}: its state is lost and the landing files no longer "
-                               f"hold every op from the first (seqs {line_seq(lines[0])} to {line_seq(lines[-1])}: "
-                               "archived files were pruned, LANDING_ARCHIVE_HOURS); reset the stream")
         with self.lock:
             assert self._plan_doc is not None
             self.engine = self.schema = None
@@ -328,13 +330,9 @@ class GroupEvaluator:
         if source.get("kind") != "landing":
             raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
                                f"({source.get('kind')}) cannot be read again from the first op")
+        refuse_pruned(self.evaluator_id, source["path"])
         upto = self.applied_seq
-        lines = [line for line in read_landing(source["path"]) if line_seq(line) <= upto]
-        if len(lines) != upto + 1:
-            raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and the landing files hold "
-                               f"{len(lines)} of the {upto + 1} ops it had applied (archived files were pruned, "
-                               "LANDING_ARCHIVE_HOURS); reset the stream")
-        self.rebuild(lines)
+        self.rebuild([line for line in read_landing(source["path"]) if line_seq(line) <= upto])
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for

@@ -63,6 +63,7 @@ __all__ = [
     "landing_file_seq",
     "landing_archive",
     "prune_archive",
+    "landing_pruned",
     "next_landing_seq",
     "landing_files",
     "read_landing",
@@ -71,6 +72,8 @@ __all__ = [
 ]
 
 LINE_FIELD = "line"
+#: Left in a landing archive once :func:`prune_archive` deleted a file from it.
+PRUNED_MARK = ".pruned"
 #: How long a writer holds the stream's lock at most (:class:`SourceWriter`); writing the largest body
 #: (``INGEST_MAX_BYTES``, fsynced) takes well under it.
 LANDING_LOCK_SECONDS = 10.0
@@ -143,18 +146,27 @@ def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int
     """Delete a landing directory's archived files written more than ``keep_seconds`` before ``now``.
 
     A file keeps the time ingest wrote it when it is archived, so the age is
-    the ops' age. Returns how many files were deleted.
+    the ops' age. The first deletion leaves a mark (:func:`landing_pruned`).
+    Returns how many files were deleted.
     """
     deleted = 0
+    archive = landing_archive(directory)
     try:
-        entries = list(os.scandir(landing_archive(directory)))
+        entries = list(os.scandir(archive))
     except FileNotFoundError:
         return 0
     for entry in entries:
         if is_landing_file(entry.name) and entry.stat().st_mtime < now - keep_seconds:
+            if not deleted:
+                (archive / PRUNED_MARK).touch()
             Path(entry.path).unlink(missing_ok=True)
             deleted += 1
     return deleted
+
+
+def landing_pruned(directory: str | Path) -> bool:
+    """Whether archived files of the landing directory were deleted: it no longer holds every op from the first."""
+    return (landing_archive(directory) / PRUNED_MARK).exists()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

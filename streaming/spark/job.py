@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, ParsedOp, parse_stored_line
+from streaming.evaluator import GroupEvaluator, ParsedOp, parse_stored_line, refuse_pruned
 from streaming.preprocess import derived_rows
 from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, landing_files, line_seq,
                                read_redis_stream, unapplied_landing_lines)
@@ -299,6 +299,7 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     if offset is None:
         return 0
     if source["kind"] == "landing" and offset.get("file") and evaluator.applied_seq < 0:
+        refuse_pruned(evaluator.evaluator_id, source["path"])
         return evaluator.rebuild([line for path in landing_files(source["path"]) if path.name <= offset["file"]
                                   for line in path.read_text(encoding="utf-8").splitlines() if line])
     if source["kind"] in ("landing", "derived") and offset.get("file"):
