@@ -11,7 +11,9 @@ crash between the two never loses nor duplicates history (unique
 After Redis lost its data the evaluator publishes each query's changes again
 from the stream's first op, under new entry ids (docs/ops.md, "Redis"): a
 change history already holds (same seq, type and result, as many times as
-held) is skipped, so the history goes on where it was, nothing twice.
+held) is skipped, so the history goes on where it was, nothing twice; so is
+a dead letter of a seq already recorded and an aggregate value of a window
+already recorded.
 """
 
 from __future__ import annotations
@@ -131,6 +133,13 @@ class HistoryPersister:
                                      AggregateValueRecord: []}
             values = [e.aggregate for _, e in entries if isinstance(e, AggregateValue)]
             subscribed = set(AggregateSubscription.objects.filter(pk__in=values).values_list("pk", flat=True))
+            # what a rebuild after a Redis loss publishes again: a dead letter per seq, a value per window
+            dead_seqs = [e.seq for _, e in entries if isinstance(e, DeadLetter) and e.seq is not None]
+            held_dead = set(DeadLetterRecord.objects.filter(stream_id=stream_id, seq__in=dead_seqs)
+                            .values_list("seq", flat=True)) if dead_seqs else set()
+            ends = [e.window_end for _, e in entries if isinstance(e, AggregateValue)]
+            held_values = set(AggregateValueRecord.objects.filter(aggregate_id__in=subscribed, window_end__in=ends)
+                              .values_list("aggregate_id", "window_end")) if ends else set()
             for entry_id, event in entries:
                 common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
                 if isinstance(event, BatchMetrics):
@@ -139,7 +148,9 @@ class HistoryPersister:
                         rows_per_second=event.rows_per_second, duration_ms=event.duration_ms,
                         dead_letters=event.dead_letters, breakdown_ms=event.breakdown_ms, state=event.state,
                     ))
-                elif isinstance(event, DeadLetter):
+                elif isinstance(event, DeadLetter) and event.seq not in held_dead:
+                    if event.seq is not None:
+                        held_dead.add(event.seq)
                     out[DeadLetterRecord].append(DeadLetterRecord(**common, seq=event.seq, line=event.line, reason=event.reason))
                 elif isinstance(event, DroppingRatio):
                     out[DroppingSample].append(DroppingSample(
@@ -151,7 +162,9 @@ class HistoryPersister:
                         **common, relation=event.relation, old_sequence=event.old_sequence,
                         new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
                     ))
-                elif isinstance(event, AggregateValue) and event.aggregate in subscribed:
+                elif isinstance(event, AggregateValue) and event.aggregate in subscribed \
+                        and (event.aggregate, event.window_end) not in held_values:
+                    held_values.add((event.aggregate, event.window_end))
                     out[AggregateValueRecord].append(AggregateValueRecord(
                         **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
                         value=event.value,
