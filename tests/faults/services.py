@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import psycopg
 import redis
@@ -24,10 +25,12 @@ import redis
 from streaming.capture.cluster import postgres_bindir
 from tests.browser.server import free_port
 
-__all__ = ["MAKE_RUN_PERSISTENCE", "OwnRedis", "OwnPostgres"]
+__all__ = ["MAKE_RUN_PERSISTENCE", "COMPOSE_PERSISTENCE", "OwnRedis", "OwnPostgres"]
 
 #: what ``scripts/ensure_redis.sh`` starts redis-server with for ``make run``: no snapshot, no append-only file
 MAKE_RUN_PERSISTENCE = ("--save", "", "--appendonly", "no")
+#: what ``docker/compose.yaml`` starts it with: every write in the append-only file, fsynced before its reply
+COMPOSE_PERSISTENCE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
 
 class OwnRedis:
@@ -69,15 +72,16 @@ class OwnRedis:
             self.proc.wait(timeout=20)
         self.proc = None
 
-    def crash(self, down_for: float, directory: Path | None = None) -> float:
+    def crash(self, down_for: float, directory: Path | None = None, persistence: tuple[str, ...] | None = None) -> float:
         """SIGKILL the server, stay down ``down_for`` seconds, start it again on the same port (in ``directory``
-        if given: an empty instance in its place); returns how long it did not answer."""
+        and with ``persistence`` if given: another instance in its place); returns how long it did not answer."""
         began = time.monotonic()
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=20)
         time.sleep(down_for)
         self.directory = directory or self.directory
+        self.persistence = persistence or self.persistence
         self.start()
         return time.monotonic() - began
 
@@ -121,10 +125,10 @@ class OwnPostgres:
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
 
-    def crash(self, how: str, down_for: float) -> float:
+    def crash(self, how: str, down_for: float, while_down: Callable[[], None] = lambda: None) -> float:
         """Crash the server (``how``: "immediate", pg_ctl's immediate shutdown, or "sigkill" of the postmaster),
-        stay down ``down_for`` seconds, start it again (crash recovery replays its WAL); returns how long it
-        did not answer."""
+        call ``while_down``, stay down ``down_for`` seconds, start it again (crash recovery replays its WAL);
+        returns how long it did not answer."""
         began = time.monotonic()
         if how == "immediate":
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
@@ -133,6 +137,7 @@ class OwnPostgres:
             os.kill(pid, signal.SIGKILL)
             while _alive(pid):
                 time.sleep(0.05)
+        while_down()
         time.sleep(down_for)
         deadline = time.monotonic() + 60
         while True:  # the killed postmaster's backends leave once they see it gone; until then it will not start

@@ -1,15 +1,18 @@
-"""Redis killed mid-stream, twice: the evaluator, the feed and the history rebuild, no change lost or duplicated.
+"""Redis killed mid-stream, three times: the evaluator, the feed and the history go on or rebuild, nothing lost or
+duplicated.
 
-Real parts: a redis-server of the test's own with the persistence ``make run``
-gives it (none: ``scripts/ensure_redis.sh``), daphne serving ingest and the
+Real parts: a redis-server of the test's own, daphne serving ingest and the
 feeds on it, the Spark evaluator launched by the supervisor, supervision and
 history rounds as beat runs them, and the example feed client (``python -m
 kwmonitor.feed_client``) following the query's feed as a program would. A
 feeder posts ops over HTTP, sending a body again when the answer is 503 (Redis
-away). A third of the way in Redis is SIGKILLed and started again (it comes
-back empty: every live set, change stream, plan, cursor and seq counter gone);
-two thirds in it is SIGKILLed and an empty instance in another directory takes
-its place. The reference is the query's changes over the lines the feeder
+away). Redis starts with the persistence of ``docker/compose.yaml``
+(``appendfsync always``); a quarter of the way in it is SIGKILLed and started
+again (it comes back as it was); halfway an empty instance with the
+persistence of ``make run`` (none: ``scripts/ensure_redis.sh``) takes its
+place after a SIGKILL (every live set, change stream, plan, cursor and seq
+counter gone); three quarters in that one is SIGKILLed and started again
+(empty again). The reference is the query's changes over the lines the feeder
 sent, in the order sent; the landing files must hold those lines once each,
 the history must hold the reference's changes exactly (seq by seq, type and
 result), and each stretch of the feed client's output (a snapshot, then
@@ -44,7 +47,7 @@ from streaming.sources import read_landing, split_seq
 from streaming.workloads import ecommerce
 from tests.browser.server import ROOT, asgi_server
 from tests.faults.reference import by_seq, change_of, live_after, reference_changes
-from tests.faults.services import MAKE_RUN_PERSISTENCE, OwnRedis
+from tests.faults.services import COMPOSE_PERSISTENCE, MAKE_RUN_PERSISTENCE, OwnRedis
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -101,9 +104,9 @@ def check_stretch(reference, snapshot: dict, changes: list[tuple[int, str, tuple
 
 
 def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_schema, settings, tmp_path):
-    run_script = (ROOT / "scripts" / "ensure_redis.sh").read_text()
-    assert '--save "" --appendonly no' in run_script and MAKE_RUN_PERSISTENCE == ("--save", "", "--appendonly", "no")
-    own = OwnRedis(tmp_path / "redis")
+    assert " ".join(f'"{o}"' if not o else o for o in MAKE_RUN_PERSISTENCE) in (ROOT / "scripts/ensure_redis.sh").read_text()
+    assert " ".join(f'"{o}"' if not o else o for o in COMPOSE_PERSISTENCE) in (ROOT / "docker/compose.yaml").read_text()
+    own = OwnRedis(tmp_path / "redis", COMPOSE_PERSISTENCE)
     own.start()
     settings.REDIS_URL = own.url
     settings.LANDING_DIR = tmp_path / "landing"
@@ -120,7 +123,7 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
     beat_errors: Counter = Counter()
     env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
     feed_out = tmp_path / "feed.ndjson"
-    outages = []
+    outages, rebuilt = [], []
     stop_beat = threading.Event()
     with asgi_server(own.url, extra_env=env) as base:
         evaluator = supervisor.start(stream.evaluator.pk)
@@ -137,13 +140,18 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
                 [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
                 cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=feed_out.open("w"),
                 stderr=(tmp_path / "feed.err").open("w"))
-            crashes = [(OPS // 3 // BODY * BODY, threading.Event()), (2 * OPS // 3 // BODY * BODY, threading.Event())]
+            crashes = [(n * OPS // 4 // BODY * BODY, threading.Event()) for n in (1, 2, 3)]
             feeder = threading.Thread(target=feed, args=(base, stream, lines, tally, crashes), daemon=True)
             feeder.start()
-            assert crashes[0][1].wait(120)
-            outages.append(own.crash(DOWN_FOR))  # no persistence: it comes back empty
-            assert crashes[1][1].wait(120)
-            outages.append(own.crash(DOWN_FOR, tmp_path / "redis-empty"))  # an empty instance in its place
+            # as it was (compose's persistence), an empty instance with make run's in its place, empty again
+            for (_, reached), directory in zip(crashes, (None, tmp_path / "redis-empty", None)):
+                assert reached.wait(120)
+                outages.append(own.crash(DOWN_FOR, directory, MAKE_RUN_PERSISTENCE if directory else None))
+                restarted = time.monotonic()
+                while client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") is None:
+                    assert time.monotonic() < restarted + 120, "the evaluator did not rebuild its state"
+                    time.sleep(0.1)
+                rebuilt.append(time.monotonic() - restarted)
             feeder.join(timeout=300)
             assert not feeder.is_alive()
             fed_for = time.monotonic() - fed_at
@@ -183,12 +191,14 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
         changes = [change_of(m["seq"], m["type"], m["result"]) for m in messages[first + 1:end]]
         check_stretch(reference, messages[first], changes, last=end == len(messages))
     reconnects = (tmp_path / "feed.err").read_text().count("reconnecting")
-    print(f"Redis killed twice mid-stream, down {outages[0]:.1f} s and {outages[1]:.1f} s, back empty each time; "
+    print(f"Redis SIGKILLed three times mid-stream, down {', '.join(f'{o:.1f}' for o in outages)} s, back as it was, "
+          f"then empty twice; the evaluator held its state again {', '.join(f'{r:.1f}' for r in rebuilt)} s after "
+          f"each restart; "
           f"fed in {fed_for:.1f} s, evaluator and feed client done {caught_up_after:.1f} s later; "
           f"{tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, all sent again; "
           f"{len(reference)} reference changes, all in history once; the feed client reconnected {reconnects} times "
           f"and resynchronised from {len(starts) - 2} new snapshots, each stretch equal to the reference; "
           f"beat rounds Redis failed: {dict(beat_errors)}")
-    # the feed dropped with each crash and started over: from a snapshot, or from the start of the stream
+    # the feed dropped with each crash and resumed: from its last id, a snapshot, or the start of the stream
     # published again when it held nothing yet
-    assert reconnects >= 2 and len(starts) - 1 >= 2
+    assert reconnects >= 3 and len(starts) - 1 >= 2
