@@ -29,9 +29,9 @@ the state the engine is rebuilt from. A Redis that lost them while the
 evaluator ran (a crash without persistence, an empty Redis put in its place:
 the state hash is gone) is found at the next batch: the evaluator starts over
 from an empty engine and applies the stream's stored ops again from the first
-(landing files, archived ones included), publishing every change again, so the
-live sets and change streams are rebuilt whole (docs/ops.md, "Redis"). Because they are persisted before the
-changes are published, a crash in between is repaired by the reconcile of
+(landing files, archived ones included), publishing every change again, so
+the live sets and change streams are rebuilt whole (docs/ops.md, "Redis").
+Because the tuples are persisted before the changes are published, a crash in between is repaired by the reconcile of
 the restart, and a replayed batch is not applied twice. The running windows
 of the aggregate subscriptions and the values a batch produced are persisted
 in the same step, and values are published idempotently (at most one per
