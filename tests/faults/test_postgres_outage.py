@@ -8,8 +8,9 @@ applies the ops the client sends and publishes their changes to Redis, while
 ``persist_history`` is sent to a real Celery worker every half second, as
 beat would. A third of the way in the cluster is stopped with ``pg_ctl stop
 -m immediate`` (no checkpoint: recovery replays the WAL), two thirds in its
-postmaster is SIGKILLed; each time it is started again after a while, and
-the admin (daphne on the same cluster) must answer a staff user's pages.
+postmaster is SIGKILLed; while it is down a body sent to ingest must be
+answered 503 with ``Retry-After`` (nothing stored), and once it is started
+again the admin (daphne on the same cluster) must answer a staff user's pages.
 Afterwards the history rows must be the reference's changes (the reference
 engine over the lines sent), seq by seq, each once.
 """
@@ -21,6 +22,7 @@ import os
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 
@@ -72,6 +74,17 @@ def admin_answers(base: str, session: str, query_id: int) -> bool:
         return False
 
 
+def ingest_status(base: str, stream: Stream, line: str) -> tuple[int, str | None]:
+    """The status (and Retry-After) of one body of ``line`` POSTed to the stream's ingest."""
+    request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=(line + "\n").encode(), method="POST", headers={
+        "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, None
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Retry-After")
+
+
 def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, redis_client, redis_url, tmp_path,
                                            request):
     db = connection.settings_dict
@@ -112,8 +125,9 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
             tasks.persist_history.apply_async(queue=queue)  # what beat sends, every 5 s in production
 
     log_path = tmp_path / "worker.log"
-    outages, admin_after = [], []
-    with celery_worker(env, log_path) as queue, asgi_server(redis_url, extra_env={"DATABASE_URL": own.url("kw")}) as base:
+    outages, admin_after, ingest_down = [], [], []
+    web_env = {"DATABASE_URL": own.url("kw"), "LANDING_DIR": str(tmp_path / "landing")}
+    with celery_worker(env, log_path) as queue, asgi_server(redis_url, extra_env=web_env) as base:
         try:
             assert admin_answers(base, session, query.pk)
             producer = threading.Thread(target=produce, daemon=True)
@@ -122,7 +136,7 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
             beating.start()
             for at, how in zip(sorted(crashes), ("immediate", "sigkill")):
                 assert crashes[at].wait(120)
-                outages.append(own.crash(how, DOWN_FOR))
+                outages.append(own.crash(how, DOWN_FOR, lambda: ingest_down.append(ingest_status(base, stream, lines[0]))))
                 restarted = time.monotonic()
                 wait_for(lambda: admin_answers(base, session, query.pk), 30, "the admin after the restart")
                 admin_after.append(time.monotonic() - restarted)
@@ -141,6 +155,8 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
         finally:
             stop.set()
         assert admin_answers(base, session, query.pk)
+        assert ingest_down == [(503, "2")] * 2  # nothing stored while the database was down: send it again
+        assert ingest_status(base, stream, lines[0])[0] == 200
     with psycopg.connect(own.url("kw")) as conn:
         rows = conn.execute("SELECT seq, type, result FROM streams_resultevent WHERE query_id = %s ORDER BY id",
                             [query.pk]).fetchall()
