@@ -297,7 +297,7 @@ class LandingWriter(SourceWriter):
         if not self.client.exists(counter):  # a new stream, or a Redis that lost its data: the files say
             self.client.set(counter, next_landing_seq(self.directory), nx=True)
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.incrby(Keys.stream_seq(self.stream_id), len(ops))
+            pipe.incrby(counter, len(ops))
             if clock is not None:
                 pipe.set(Keys.stream_clock(self.stream_id), repr(clock))
             first = int(pipe.execute()[0]) - len(ops)
