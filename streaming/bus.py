@@ -259,6 +259,16 @@ def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequen
     JSON, seq)`` quads in seq order, each query's chunk one atomic script. Returns how many changed a
     live set."""
     script = client.register_script(_PUBLISH)
+    try:
+        return _publish_pipelined(client, script, changes, chunk)
+    except redis.exceptions.NoScriptError:
+        # Redis restarted between the pipeline loading the script and running it (a restart empties the
+        # script cache, persisted or not): a new pipeline loads it again, and the script skips what is applied
+        return _publish_pipelined(client, script, changes, chunk)
+
+
+def _publish_pipelined(client: redis.Redis, script: Any, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],
+                       chunk: int) -> int:
     with client.pipeline(transaction=False) as pipe:
         for query_id, quads in changes.items():
             keys = [Keys.live(query_id), Keys.changes(query_id), Keys.published_seq(query_id)]
