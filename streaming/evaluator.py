@@ -27,11 +27,13 @@ keyword classification and one lattice per sharing class). Per batch:
 The stored tuples give the values shown in results and, after a restart,
 the state the engine is rebuilt from. A Redis that lost them while the
 evaluator ran (a crash without persistence, an empty Redis put in its place:
-the state hash is gone) is found at the next batch: the evaluator starts over
-from an empty engine and applies the stream's stored ops again from the first
-(landing files, archived ones included), publishing every change again, so
-the live sets and change streams are rebuilt whole (docs/ops.md, "Redis").
-Because the tuples are persisted before the changes are published, a crash in between is repaired by the reconcile of
+the state hash lost the field written when the evaluator loaded it) is found
+at the next batch: the evaluator clears what it wrote there since, starts
+over from an empty engine and applies the stream's stored ops again from the
+first (landing files, archived ones included), publishing every change
+again, so the live sets and change streams are rebuilt whole (docs/ops.md,
+"Redis"). Because the tuples are persisted before the changes are published,
+a crash in between is repaired by the reconcile of
 the restart, and a replayed batch is not applied twice. The running windows
 of the aggregate subscriptions and the values a batch produced are persisted
 in the same step, and values are published idempotently (at most one per
@@ -80,6 +82,9 @@ __all__ = ["ParseSpec", "ParsedOp", "parse_stored_line", "group_keywords", "refu
 _PUBLISH_CHUNK = 2_000
 _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
 _REPORT_SECONDS = 10.0
+# A field of the state hash written when the evaluator loads (or rebuilds) its state, never by a batch: a
+# batch whose writes a Redis client retried on an empty Redis re-creates the hash, not this field.
+_LOADED = "loaded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +233,7 @@ class GroupEvaluator:
             outbox = orjson.loads(state["outbox"]) if state.get("outbox") else []
             stored = self.client.hgetall(bus.Keys.evaluator_tuples(self.evaluator_id))
             self.lines = {tuple(orjson.loads(field)): line for field, line in stored.items()}
+            self.client.hset(bus.Keys.evaluator_state(self.evaluator_id), _LOADED, 1)
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
             if outbox and self.stream_id is not None:  # values persisted by a batch that died before publishing
@@ -297,7 +303,7 @@ class GroupEvaluator:
 
     def lost_state(self) -> bool:
         """Whether Redis lost the state this evaluator persisted (it came back empty, or another took its place)."""
-        return self.applied_seq >= 0 and not self.client.exists(bus.Keys.evaluator_state(self.evaluator_id))
+        return self.applied_seq >= 0 and not self.client.hexists(bus.Keys.evaluator_state(self.evaluator_id), _LOADED)
 
     def rebuild(self, lines: Sequence[str]) -> int:
         """Start over from an empty engine and apply ``lines`` (stored ops from the stream's first), publishing
@@ -310,6 +316,15 @@ class GroupEvaluator:
         """
         with self.lock:
             assert self._plan_doc is not None
+            # what a batch wrote to the new Redis before the loss was seen goes: its published seqs would
+            # hold back every change of the replay
+            stale = [bus.Keys.evaluator_tuples(self.evaluator_id), bus.Keys.evaluator_state(self.evaluator_id)]
+            stale += [key for qid in self.queries for key in
+                      (bus.Keys.live(qid), bus.Keys.changes(qid), bus.Keys.published_seq(qid))]
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(*stale)
+                pipe.hset(bus.Keys.evaluator_state(self.evaluator_id), _LOADED, 1)
+                pipe.execute()
             self.engine = self.schema = None
             self.queries, self.aggregates, self.lines, self._dirty = {}, {}, {}, set()
             self.applied_seq, self._clock, self._saved_aggregates, self.joined = -1, None, {}, {}

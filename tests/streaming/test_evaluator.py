@@ -211,7 +211,10 @@ def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, t
     rows = parsed(redis_client, LINES)
     ev.apply_batch(0, rows[:cut])
     redis_client.flushdb()  # a crash without persistence: tuples, state, plan, live sets, change streams gone
-    ev.apply_batch(1, rows[cut - 2:])  # the next batch finds the state gone and rebuilds first
+    # a batch's writes that its Redis client retried on the new Redis, before the evaluator could see the loss
+    redis_client.hset(bus.Keys.evaluator_state(1), "seq", cut - 1)
+    redis_client.set(bus.Keys.published_seq(5), cut - 1)
+    ev.apply_batch(1, rows[cut - 2:])  # the next batch finds the state lost and rebuilds first
     for qid, kwargs in ((5, {}), (6, {"tmax": 4, "window": 30.0})):
         expected, expected_live = reference(OPS, **kwargs)
         got, live = published(redis_client, qid)
