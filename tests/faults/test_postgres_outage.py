@@ -51,7 +51,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transac
 
 KEYWORDS, TMAX = "gift texas", 4
 OPS, BATCH, PAUSE = 3000, 30, 0.03  # ~1,000 ops/s in batches of 30
-DOWN_FOR = 2.0
+DOWN_FOR = 0.5
 
 
 def copy_database(source_url: str, own: OwnPostgres, dbname: str) -> None:

@@ -52,8 +52,8 @@ from tests.faults.services import COMPOSE_PERSISTENCE, MAKE_RUN_PERSISTENCE, Own
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 KEYWORDS, TMAX = "gift texas", 4
-OPS, BODY, PAUSE = 2400, 40, 0.1  # ~400 ops/s in bodies of 40
-DOWN_FOR = 1.0
+OPS, BODY, PAUSE = 2400, 60, 0.05  # bodies of 60, one after the other
+DOWN_FOR = 0.5
 
 
 def feed(base: str, stream: Stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]]) -> None:
@@ -130,12 +130,14 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
         follower = None
         beating = threading.Thread(target=beat, args=(client, stop_beat, beat_errors), daemon=True)
         try:
-            deadline = time.monotonic() + 300
+            began = time.monotonic()
+            deadline = began + 300
             while getattr(bus.read_heartbeat(client, evaluator.pk), "status", None) != "running":
                 assert time.monotonic() < deadline, "the evaluator did not start"
                 time.sleep(0.5)
             beating.start()
             fed_at = time.monotonic()
+            up_after = fed_at - began
             follower = subprocess.Popen(
                 [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
                 cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=feed_out.open("w"),
@@ -194,7 +196,8 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
     print(f"Redis SIGKILLed three times mid-stream, down {', '.join(f'{o:.1f}' for o in outages)} s, back as it was, "
           f"then empty twice; the evaluator held its state again {', '.join(f'{r:.1f}' for r in rebuilt)} s after "
           f"each restart; "
-          f"fed in {fed_for:.1f} s, evaluator and feed client done {caught_up_after:.1f} s later; "
+          f"evaluator up in {up_after:.1f} s, fed in {fed_for:.1f} s, evaluator and feed client done "
+          f"{caught_up_after:.1f} s later; "
           f"{tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, all sent again; "
           f"{len(reference)} reference changes, all in history once; the feed client reconnected {reconnects} times "
           f"and resynchronised from {len(starts) - 2} new snapshots, each stretch equal to the reference; "
