@@ -84,7 +84,7 @@ _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuil
 _REPORT_SECONDS = 10.0
 # A field of the state hash written when the evaluator loads (or rebuilds) its state, never by a batch: a
 # batch whose writes a Redis client retried on an empty Redis re-creates the hash, not this field.
-_LOADED = "loaded"
+_LOADED = bus.LOADED_FIELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,7 +523,12 @@ class GroupEvaluator:
             self._subscription_results = []
             self._persist()
             t_publish = time.perf_counter()
-            bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
+            try:
+                bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK,
+                                               bus.Keys.evaluator_state(self.evaluator_id))
+            except bus.StateLost:  # Redis lost it during this batch: nothing of it was published
+                self._pending = {}
+                self._rebuild_from_landing()
             self._pending = {}
             self._views.clear()
             now = self.clock()
