@@ -118,6 +118,7 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
                                         keywords=KEYWORDS, tmax=TMAX)
     _, token = ApiToken.issue(user, "faults")
     lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(OPS, seed=11).ops()]
+    reference = reference_changes(Schema.from_dict(ecommerce.SCHEMA_DOC), KEYWORDS, TMAX, lines)
     supervisor = Supervisor()
     tally: Counter = Counter()
     beat_errors: Counter = Counter()
@@ -158,8 +159,9 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
             assert not feeder.is_alive()
             fed_for = time.monotonic() - fed_at
             deadline = time.monotonic() + 300
-            while int(client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") or -1) < OPS - 1:
-                assert time.monotonic() < deadline, "the evaluator did not apply every op"
+            while int(client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") or -1) < OPS - 1 \
+                    or int(client.get(bus.Keys.published_seq(query.pk)) or -1) < reference[-1][0]:
+                assert time.monotonic() < deadline, "the evaluator did not apply every op and publish its changes"
                 time.sleep(0.5)
             last_id = client.xrevrange(bus.Keys.changes(query.pk), count=1)[0][0]
             deadline = time.monotonic() + 60
@@ -180,7 +182,6 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
 
     stored = [split_seq(line) for line in read_landing(settings.LANDING_DIR / str(stream.pk))]
     assert tally["accepted"] == OPS and stored == [(i, json.loads(line)) for i, line in enumerate(lines)]
-    reference = reference_changes(Schema.from_dict(ecommerce.SCHEMA_DOC), KEYWORDS, TMAX, lines)
 
     history = [change_of(seq, kind, result) for seq, kind, result in
                ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result")]
