@@ -61,6 +61,8 @@ from .events import (
 
 __all__ = [
     "CHANGES_MAXLEN",
+    "LOADED_FIELD",
+    "StateLost",
     "EVENTS_MAXLEN",
     "Keys",
     "connect",
@@ -94,6 +96,9 @@ __all__ = [
 ]
 
 CHANGES_MAXLEN = 100_000
+#: The field of an evaluator's state hash written only when it loads or rebuilds its state: a hash without it
+#: was re-created by writes that reached a Redis which had lost the state (``GroupEvaluator.lost_state``).
+LOADED_FIELD = "loaded"
 EVENTS_MAXLEN = 20_000
 INGESTED_MAXLEN = 10_000
 # A snapshot's last_seq is the seq of the newest change among this many newest entries.
@@ -241,8 +246,10 @@ def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
                                 retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
-# KEYS: live hash, change stream, published seq. ARGV: maxlen, then (kind, result key, payload, seq) quads.
+# KEYS: live hash, change stream, published seq, optionally the publishing evaluator's state hash (nothing is
+# published, -1, unless it holds LOADED_FIELD). ARGV: maxlen, then (kind, result key, payload, seq) quads.
 _PUBLISH = """
+if KEYS[4] and redis.call('HEXISTS', KEYS[4], 'loaded') == 0 then return -1 end
 local n = 0
 local top = tonumber(redis.call('GET', KEYS[3]) or '-1')
 for i = 2, #ARGV, 4 do
@@ -277,21 +284,41 @@ def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[Result
     return publish_serialized_changes(client, {query_id: serialized})
 
 
+class StateLost(RuntimeError):
+    """Redis no longer holds the publishing evaluator's state: nothing was published."""
+
+
 def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],
-                               chunk: int = 2_000) -> int:
+                               chunk: int = 2_000, state_key: str | None = None) -> int:
     """``publish_changes`` for many queries in one round trip: per query ``(kind, result key, payload
     JSON, seq)`` quads in seq order, each query's chunk one atomic script. Returns how many changed a
-    live set."""
+    live set. With ``state_key`` (the evaluator's state hash) a chunk is published only while that hash
+    holds :data:`LOADED_FIELD`; :class:`StateLost` is raised otherwise."""
     script = client.register_script(_PUBLISH)
+    try:
+        return _publish_pipelined(client, script, changes, chunk, state_key)
+    except redis.exceptions.NoScriptError:
+        # Redis restarted between the pipeline loading the script and running it (a restart empties the
+        # script cache, persisted or not): a new pipeline loads it again, and the script skips what is applied
+        return _publish_pipelined(client, script, changes, chunk, state_key)
+
+
+def _publish_pipelined(client: redis.Redis, script: Any, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],
+                       chunk: int, state_key: str | None) -> int:
     with client.pipeline(transaction=False) as pipe:
         for query_id, quads in changes.items():
             keys = [Keys.live(query_id), Keys.changes(query_id), Keys.published_seq(query_id)]
+            if state_key is not None:
+                keys.append(state_key)
             for i in range(0, len(quads), chunk):
                 argv: list[Any] = [CHANGES_MAXLEN]
                 for quad in quads[i:i + chunk]:
                     argv.extend(quad)
                 script(keys=keys, args=argv, client=pipe)
-        return sum(int(n) for n in pipe.execute())
+        published = [int(n) for n in pipe.execute()]
+    if any(n < 0 for n in published):
+        raise StateLost(f"Redis lost the state {state_key}")
+    return sum(published)
 
 
 def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[ResultView]) -> int:

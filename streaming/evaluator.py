@@ -29,8 +29,15 @@ keyword classification and one lattice per sharing class). Per batch:
    query), aggregate values, dead letters and the batch metrics.
 
 The stored tuples give the values shown in results and, after a restart,
-the state the engine is rebuilt from. Because they are persisted before the
-changes are published, a crash in between is repaired by the reconcile of
+the state the engine is rebuilt from. A Redis that lost them while the
+evaluator ran (a crash without persistence, an empty Redis put in its place:
+the state hash lost the field written when the evaluator loaded it) is found
+at the next batch: the evaluator clears what it wrote there since, starts
+over from an empty engine and applies the stream's stored ops again from the
+first (landing files, archived ones included), publishing every change
+again, so the live sets and change streams are rebuilt whole (docs/ops.md,
+"Redis"). Because the tuples are persisted before the changes are published,
+a crash in between is repaired by the reconcile of
 the restart, and a replayed batch is not applied twice. The running windows
 of the aggregate subscriptions and the values a batch produced are persisted
 in the same step, and values are published idempotently (at most one per
@@ -71,12 +78,17 @@ from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
+from .sources import landing_pruned, line_seq, read_landing
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "group_keywords", "GroupEvaluator"]
+__all__ = ["ParseSpec", "group_keywords", "refuse_pruned", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
+_REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
 _REPORT_SECONDS = 10.0
+# A field of the state hash written when the evaluator loads (or rebuilds) its state, never by a batch: a
+# batch whose writes a Redis client retried on an empty Redis re-creates the hash, not this field.
+_LOADED = bus.LOADED_FIELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,14 @@ def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str
     if isinstance(plan, dict):
         return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
     return frozenset(k.casefold() for q in plan.queries for k in q.keywords)
+
+
+def refuse_pruned(evaluator_id: int, directory: str) -> None:
+    """Raise ``RuntimeError`` if the landing directory no longer holds every op from the first: a lost state
+    cannot be rebuilt from it."""
+    if landing_pruned(directory):
+        raise RuntimeError(f"evaluator {evaluator_id}: its state in Redis is lost and archived landing files were "
+                           "deleted (LANDING_ARCHIVE_HOURS), so it cannot be rebuilt: reset the stream")
 
 
 def _tuple_key(relation: str, key: Any) -> bytes:
@@ -127,6 +147,7 @@ class GroupEvaluator:
         self.asc = (asc_sequence, asc_period, asc_mu)
         self.lock = threading.RLock()
         self.plan: EvaluatorPlan | None = None
+        self._plan_doc: dict[str, Any] | None = None  # the plan as read, to load again after a rebuild
         self.schema: Schema | None = None
         self.stream_id: int | None = None
         self.engine: SharedEngine | None = None
@@ -185,16 +206,17 @@ class GroupEvaluator:
             outbox = orjson.loads(state["outbox"]) if state.get("outbox") else []
             stored = self.client.hgetall(bus.Keys.evaluator_tuples(self.evaluator_id))
             self.lines = {tuple(orjson.loads(field)): line for field, line in stored.items()}
+            self.client.hset(bus.Keys.evaluator_state(self.evaluator_id), _LOADED, 1)
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
             if outbox and self.stream_id is not None:  # values persisted by a batch that died before publishing
                 bus.publish_aggregate_values(self.client, self.stream_id,
                                              [AggregateValue.model_validate(v) for v in outbox])
 
-    def refresh_plan(self, force: bool = False) -> bool:
-        """Re-read the plan; start, move and stop queries as it says. True if it changed."""
+    def refresh_plan(self, force: bool = False, raw: dict[str, Any] | None = None) -> bool:
+        """Re-read the plan (or load ``raw``); start, move and stop queries as it says. True if it changed."""
         with self.lock:
-            raw = bus.read_plan(self.client, self.evaluator_id)
+            raw = raw or bus.read_plan(self.client, self.evaluator_id)
             if raw is None or (not force and self.plan is not None and raw["version"] == self.plan.version):
                 return False
             plan = EvaluatorPlan.model_validate(raw)
@@ -205,7 +227,7 @@ class GroupEvaluator:
                 self._new_engine(schema)
             assert self.engine is not None
             self.engine.set_guard(plan.stream.clock)
-            self.plan = plan
+            self.plan, self._plan_doc = plan, raw
             self.stream_id = plan.stream.id
             queries, self.query_errors = [], {}
             for entry in plan.queries:
@@ -257,6 +279,54 @@ class GroupEvaluator:
         report = self.report(self.clock())
         bus.write_sharing_report(self.client, report)
         bus.publish_stream_event(self.client, report.stream, report)
+
+    def lost_state(self) -> bool:
+        """Whether Redis lost the state this evaluator persisted (it came back empty, or another took its place)."""
+        return self.applied_seq >= 0 and not self.client.hexists(bus.Keys.evaluator_state(self.evaluator_id), _LOADED)
+
+    def rebuild(self, lines: Sequence[str]) -> int:
+        """Start over from an empty engine and apply ``lines`` (stored ops from the stream's first), publishing
+        their changes again; returns how many were applied.
+
+        What Redis lost is rebuilt this way: the tuples and applied seq, the
+        live sets and change streams (each change again, in seq order, under
+        new entry ids), the published seqs. Readers of the feeds resynchronise
+        from a snapshot and the history skips what it already holds.
+        """
+        with self.lock:
+            assert self._plan_doc is not None
+            # what a batch wrote to the new Redis before the loss was seen goes: its published seqs would
+            # hold back every change of the replay
+            stale = [bus.Keys.evaluator_tuples(self.evaluator_id), bus.Keys.evaluator_state(self.evaluator_id)]
+            stale += [key for qid in self.queries for key in
+                      (bus.Keys.live(qid), bus.Keys.changes(qid), bus.Keys.published_seq(qid))]
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(*stale)
+                pipe.hset(bus.Keys.evaluator_state(self.evaluator_id), _LOADED, 1)
+                pipe.execute()
+            self.engine = self.schema = None
+            self.queries, self.aggregates, self.lines, self._dirty = {}, {}, {}, set()
+            self.applied_seq, self._clock, self._saved_aggregates, self.joined = -1, None, {}, {}
+            self.live_counts, self._pending, self._values = {}, {}, []
+            self.subscriptions, self._subscription_results = None, []
+            self._views.clear()
+            self.refresh_plan(force=True, raw=self._plan_doc)
+            for i in range(0, len(lines), _REPLAY_CHUNK):
+                assert self.schema is not None
+                self.apply_batch(-1, [parse_stored_line(line, self.schema, self.keywords)
+                                      for line in lines[i:i + _REPLAY_CHUNK]])
+            return len(lines)
+
+    def _rebuild_from_landing(self) -> None:
+        """Redis lost this evaluator's state: rebuild it from every stored op it had applied."""
+        assert self.plan is not None
+        source = self.plan.stream.source
+        if source.get("kind") != "landing":
+            raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
+                               f"({source.get('kind')}) cannot be read again from the first op")
+        refuse_pruned(self.evaluator_id, source["path"])
+        upto = self.applied_seq
+        self.rebuild([line for line in read_landing(source["path"]) if line_seq(line) <= upto])
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for
@@ -403,6 +473,8 @@ class GroupEvaluator:
         current plan (``parsed_with_version``).
         """
         with self.lock:
+            if self.lost_state():
+                self._rebuild_from_landing()
             started = time.perf_counter()
             self.refresh_plan()
             if self.plan is None or self.engine is None:
@@ -454,7 +526,12 @@ class GroupEvaluator:
             self._persist()
             self.saved_seq = self.applied_seq
             t_publish = time.perf_counter()
-            bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK)
+            try:
+                bus.publish_serialized_changes(self.client, self._pending, _PUBLISH_CHUNK,
+                                               bus.Keys.evaluator_state(self.evaluator_id))
+            except bus.StateLost:  # Redis lost it during this batch: nothing of it was published
+                self._pending = {}
+                self._rebuild_from_landing()
             self._pending = {}
             self._views.clear()
             now = self.clock()

@@ -2,7 +2,9 @@
 
 Every op line carries a ``seq`` assigned once, at ingest, from the Redis
 counter ``Keys.stream_seq`` (0, 1, 2, ...), so the position of an op in the
-stream survives restarts of the ingest, the evaluator and Redis clients.
+stream survives restarts of the ingest, the evaluator and Redis clients. A
+landing writer that finds no counter (a Redis that lost its data) starts it
+after the newest stored file, so no seq is given twice.
 A stored line is the op's JSON object with ``seq`` as its first field::
 
     {"seq":17,"op":"insert","relation":"Order","tuple":{...},"ts":12.0}
@@ -61,6 +63,8 @@ __all__ = [
     "landing_file_seq",
     "landing_archive",
     "prune_archive",
+    "landing_pruned",
+    "next_landing_seq",
     "landing_files",
     "read_landing",
     "read_redis_stream",
@@ -69,6 +73,8 @@ __all__ = [
 ]
 
 LINE_FIELD = "line"
+#: Left in a landing archive once :func:`prune_archive` deleted a file from it.
+PRUNED_MARK = ".pruned"
 #: How long a writer holds the stream's lock at most (:class:`SourceWriter`); writing the largest body
 #: (``INGEST_MAX_BYTES``, fsynced) takes well under it.
 LANDING_LOCK_SECONDS = 10.0
@@ -141,18 +147,27 @@ def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int
     """Delete a landing directory's archived files written more than ``keep_seconds`` before ``now``.
 
     A file keeps the time ingest wrote it when it is archived, so the age is
-    the ops' age. Returns how many files were deleted.
+    the ops' age. The first deletion leaves a mark (:func:`landing_pruned`).
+    Returns how many files were deleted.
     """
     deleted = 0
+    archive = landing_archive(directory)
     try:
-        entries = list(os.scandir(landing_archive(directory)))
+        entries = list(os.scandir(archive))
     except FileNotFoundError:
         return 0
     for entry in entries:
         if is_landing_file(entry.name) and entry.stat().st_mtime < now - keep_seconds:
+            if not deleted:
+                (archive / PRUNED_MARK).touch()
             Path(entry.path).unlink(missing_ok=True)
             deleted += 1
     return deleted
+
+
+def landing_pruned(directory: str | Path) -> bool:
+    """Whether archived files of the landing directory were deleted: it no longer holds every op from the first."""
+    return (landing_archive(directory) / PRUNED_MARK).exists()
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -279,8 +294,11 @@ class LandingWriter(SourceWriter):
         is written yet."""
         # the clock moves with the seqs, before the file is written: a write that fails then leaves a clock
         # ahead of the stored ops, which judges later jumps more leniently, never more strictly
+        counter = Keys.stream_seq(self.stream_id)
+        if not self.client.exists(counter):  # a new stream, or a Redis that lost its data: the files say
+            self.client.set(counter, next_landing_seq(self.directory), nx=True)
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.incrby(Keys.stream_seq(self.stream_id), len(ops))
+            pipe.incrby(counter, len(ops))
             if clock is not None:
                 pipe.set(Keys.stream_clock(self.stream_id), repr(clock))
             first = int(pipe.execute()[0]) - len(ops)
@@ -342,6 +360,25 @@ def writer_for(client: redis.Redis, stream_id: int, source_kind: str, landing_ro
     if source_kind == "redis":
         return RedisStreamWriter(client, stream_id)
     raise ValueError(f"unknown source kind {source_kind!r}")
+
+
+def next_landing_seq(directory: str | Path) -> int:
+    """The seq after the last op stored in a landing directory or its archive (0: none).
+
+    The newest file holds it (files are named by their first seq, and a
+    file is archived only after every file before it).
+    """
+    directory = Path(directory)
+    for folder in (directory, landing_archive(directory)):
+        try:
+            names = [e.name for e in os.scandir(folder) if is_landing_file(e.name)]
+        except FileNotFoundError:
+            continue
+        if names:
+            newest = max(names)
+            with open(folder / newest, "rb") as fh:
+                return landing_file_seq(newest) + fh.read().count(b"\n")
+    return 0
 
 
 def landing_files(directory: str | Path) -> list[Path]:

@@ -6,7 +6,9 @@ after that id, each change being its typed payload plus ``"id"``: its entry id.
 A reader that already holds the set up to some id passes it as ``after`` and
 gets only the changes after it, unless changes after that id may have been
 trimmed from the Redis stream (or the id is unknown to it): then it gets a new
-snapshot, which replaces whatever it held. Each batch of changes is read in one
+snapshot, which replaces whatever it held. So does a reader whose id the
+stream no longer holds: Redis lost the stream and the evaluator published it
+again under new ids (docs/ops.md, "Redis"). Each batch of changes is read in one
 MULTI/EXEC with the stream's trimming horizon, so a reader that fell behind the
 trimming is resynchronised by a snapshot instead of silently missing changes.
 
@@ -125,15 +127,20 @@ async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
     return snapshot_of(query_id, values, newest, config)
 
 
-async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None]:
-    """Up to BATCH changes after ``cursor`` together with the horizon they were read at."""
+async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None, bool]:
+    """Up to BATCH changes after ``cursor`` together with the horizon they were read at, and whether the
+    stream still holds the entry ``cursor`` names ("0-0" names none)."""
+    key = Keys.changes(query_id)
     async with client.pipeline(transaction=True) as pipe:
-        pipe.xrange(Keys.changes(query_id), min=f"({cursor}", count=BATCH)
-        pipe.xinfo_stream(Keys.changes(query_id))
-        entries, info = await pipe.execute(raise_on_error=False)
-    if isinstance(entries, Exception):
-        raise entries
-    return entries, _info(info)
+        pipe.xrange(key, min=f"({cursor}", count=BATCH)
+        pipe.xinfo_stream(key)
+        if cursor != "0-0":
+            pipe.xrange(key, min=cursor, max=cursor, count=1)
+        entries, info, *at = await pipe.execute(raise_on_error=False)
+    for reply in (entries, *at):
+        if isinstance(reply, Exception):
+            raise reply
+    return entries, _info(info), not at or bool(at[0])
 
 
 def _with_id(payload: Any, entry_id: str) -> dict[str, Any]:
@@ -152,8 +159,8 @@ async def query_messages(
             snapshot = await read_snapshot(client, query_id)
             yield snapshot.model_dump(mode="json")
             cursor = snapshot.last_id
-        entries, info = await _changes_after(client, query_id, cursor)
-        if not _resumable(info, cursor):
+        entries, info, held = await _changes_after(client, query_id, cursor)
+        if not held or not _resumable(info, cursor):
             if cursor != after:
                 logger.warning("query %s: reader at %s fell behind the change stream; resending a snapshot", query_id, cursor)
             cursor = None

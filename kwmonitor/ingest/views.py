@@ -4,8 +4,9 @@ The body is read up to ``settings.INGEST_MAX_BYTES`` (413 beyond); every line
 is validated on its own, good lines are stored with their seq, bad ones are
 reported as ``{"line": n, "reason": ...}``. Status 200 when at least one line
 was accepted or the body holds no line, 400 when every line was rejected, 503
-(with ``Retry-After``) when Redis, which assigns the seqs, does not answer or
-the stream's landing lock stays held: then no op was stored and the client
+(with ``Retry-After``) when Redis, which assigns the seqs, or the database,
+where the stream and its token are looked up, does not answer, or the
+stream's landing lock stays held: then no op was stored and the client
 sends the body again (docs/ops.md). A stream whose source is a PostgreSQL
 publication takes its ops from its capture alone: 409 (docs/sources.md).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -54,7 +56,10 @@ def _bearer(request: HttpRequest) -> str | None:
 @csrf_exempt
 @require_POST
 def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
-    stream = Stream.objects.select_related("schema").filter(pk=stream_id).first()
+    try:
+        stream = Stream.objects.select_related("schema").filter(pk=stream_id).first()
+    except DatabaseError as exc:  # PostgreSQL down or restarting
+        return _error(503, f"the database does not answer, nothing was stored: {exc}", **{"Retry-After": "2"})
     token = _bearer(request)
     # Same answer for an unknown stream and a wrong token: stream ids are not secrets, but
     # this endpoint should not confirm which ones exist to an unauthenticated caller.

@@ -7,12 +7,20 @@ stream after the last id it persisted and
 bulk-inserts the rows together with the new cursor, in one transaction: a
 crash between the two never loses nor duplicates history (unique
 ``entry_id`` per query or stream also makes a replay harmless).
+
+After Redis lost its data the evaluator publishes each query's changes again
+from the stream's first op, under new entry ids (docs/ops.md, "Redis"): a
+change history already holds (same seq, type and result, as many times as
+held) is skipped, so the history goes on where it was, nothing twice; so is
+a dead letter of a seq already recorded and an aggregate value of a window
+already recorded.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from typing import Any, Callable
 
 import redis
@@ -82,20 +90,29 @@ class HistoryPersister:
         """Copy a query's new adds and removes into :class:`ResultEvent` rows."""
 
         def rows(entries: list[tuple[str, Any]]) -> list[ResultEvent]:
-            return [
-                ResultEvent(
-                    query_id=query_id,
-                    entry_id=entry_id,
-                    seq=event.seq,
-                    type=event.type,
-                    result=event.result.model_dump(mode="json"),
-                    created=entry_time(entry_id),
-                )
-                for entry_id, event in entries
-                if isinstance(event, (ResultAdded, ResultRemoved))
-            ]
+            changes = [(entry_id, event) for entry_id, event in entries if isinstance(event, (ResultAdded, ResultRemoved))]
+            held = self._held_changes(query_id, [event for _, event in changes])
+            out = []
+            for entry_id, event in changes:
+                change = (event.seq, event.type, event.result.key)
+                if held[change] > 0:  # published again after Redis lost the stream
+                    held[change] -= 1
+                    continue
+                out.append(ResultEvent(query_id=query_id, entry_id=entry_id, seq=event.seq, type=event.type,
+                                       result=event.result.model_dump(mode="json"), created=entry_time(entry_id)))
+            return out
 
         return self._persist(Keys.changes(query_id), lambda entries: {ResultEvent: rows(entries)})
+
+    @staticmethod
+    def _held_changes(query_id: int, changes: list[ResultAdded | ResultRemoved]) -> Counter:
+        """How many times history holds each (seq, type, result key) of ``changes`` at or before its last seq."""
+        last = ResultEvent.objects.filter(query_id=query_id).order_by("-id").values_list("seq", flat=True).first()
+        seqs = {c.seq for c in changes if last is not None and c.seq <= last}
+        if not seqs:
+            return Counter()
+        return Counter(ResultEvent.objects.filter(query_id=query_id, seq__in=seqs)
+                       .values_list("seq", "type", "result__key"))
 
     def persist_subscription(self, subscription_id: int) -> int:
         """Copy a WXQuery subscription's new result items into :class:`SubscriptionResultRecord` rows."""
@@ -116,6 +133,13 @@ class HistoryPersister:
                                      AggregateValueRecord: []}
             values = [e.aggregate for _, e in entries if isinstance(e, AggregateValue)]
             subscribed = set(AggregateSubscription.objects.filter(pk__in=values).values_list("pk", flat=True))
+            # what a rebuild after a Redis loss publishes again: a dead letter per seq, a value per window
+            dead_seqs = [e.seq for _, e in entries if isinstance(e, DeadLetter) and e.seq is not None]
+            held_dead = set(DeadLetterRecord.objects.filter(stream_id=stream_id, seq__in=dead_seqs)
+                            .values_list("seq", flat=True)) if dead_seqs else set()
+            ends = [e.window_end for _, e in entries if isinstance(e, AggregateValue)]
+            held_values = set(AggregateValueRecord.objects.filter(aggregate_id__in=subscribed, window_end__in=ends)
+                              .values_list("aggregate_id", "window_end")) if ends else set()
             for entry_id, event in entries:
                 common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
                 if isinstance(event, BatchMetrics):
@@ -124,7 +148,9 @@ class HistoryPersister:
                         rows_per_second=event.rows_per_second, duration_ms=event.duration_ms,
                         dead_letters=event.dead_letters, breakdown_ms=event.breakdown_ms, state=event.state,
                     ))
-                elif isinstance(event, DeadLetter):
+                elif isinstance(event, DeadLetter) and event.seq not in held_dead:
+                    if event.seq is not None:
+                        held_dead.add(event.seq)
                     out[DeadLetterRecord].append(DeadLetterRecord(**common, seq=event.seq, line=event.line, reason=event.reason))
                 elif isinstance(event, DroppingRatio):
                     out[DroppingSample].append(DroppingSample(
@@ -138,7 +164,9 @@ class HistoryPersister:
                         **common, relation=event.relation, old_sequence=event.old_sequence,
                         new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
                     ))
-                elif isinstance(event, AggregateValue) and event.aggregate in subscribed:
+                elif isinstance(event, AggregateValue) and event.aggregate in subscribed \
+                        and (event.aggregate, event.window_end) not in held_values:
+                    held_values.add((event.aggregate, event.window_end))
                     out[AggregateValueRecord].append(AggregateValueRecord(
                         **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
                         value=event.value,

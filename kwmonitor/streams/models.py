@@ -392,6 +392,8 @@ class ResultEvent(models.Model):
     class Meta:
         ordering = ["query", "id"]
         constraints = [models.UniqueConstraint(fields=["query", "entry_id"], name="streams_resultevent_unique_entry")]
+        # the history persister looks changes up by seq (those published again after Redis lost them)
+        indexes = [models.Index(fields=["query", "seq"], name="streams_resultevent_query_seq")]
 
 
 class SubscriptionResultRecord(models.Model):

@@ -27,11 +27,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator
+from streaming.evaluator import GroupEvaluator, refuse_pruned
 from streaming.parsed import ParsedOp, parse_stored_line
 from streaming.preprocess import derived_rows
-from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, line_seq, read_redis_stream,
-                               unapplied_landing_lines)
+from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, landing_files, line_seq,
+                               read_redis_stream, unapplied_landing_lines)
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
@@ -295,7 +295,10 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     """Apply what Spark committed but the evaluator had not applied when it stopped; returns how many lines.
 
     Only a pipelined evaluator leaves such a batch; its input is still in the
-    source because the source keeps what the evaluator has not applied.
+    source because the source keeps what the evaluator has not applied. An
+    evaluator with no state in Redis (Redis lost it) while Spark committed
+    batches is rebuilt from every stored op up to the committed file,
+    archived ones included (``GroupEvaluator.rebuild``).
     """
     plan, schema = evaluator.plan, evaluator.schema
     if plan is None or schema is None:
@@ -304,6 +307,10 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     offset = committed_offset(checkpoint_dir, source)
     if offset is None:
         return 0
+    if source["kind"] == "landing" and offset.get("file") and evaluator.applied_seq < 0:
+        refuse_pruned(evaluator.evaluator_id, source["path"])
+        return evaluator.rebuild([line for path in landing_files(source["path"]) if path.name <= offset["file"]
+                                  for line in path.read_text(encoding="utf-8").splitlines() if line])
     if source["kind"] in ("landing", "derived") and offset.get("file"):
         lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
     elif source["kind"] == "redis" and offset.get("id", "0-0") != "0-0":

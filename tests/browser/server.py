@@ -47,16 +47,12 @@ def test_database_url() -> str:
 def asgi_server(
     redis_url: str, port: int | None = None, timeout: float = 30.0, extra_env: dict[str, str] | None = None
 ) -> Iterator[str]:
-    """Run ``daphne kwmonitor.asgi:application``; yields its base URL (http://127.0.0.1:PORT)."""
+    """Run ``daphne kwmonitor.asgi:application``; yields its base URL (http://127.0.0.1:PORT).
+
+    ``extra_env`` adds to its environment or overrides it (``DATABASE_URL`` too)."""
     port = port or free_port()
-    env = dict(
-        os.environ,
-        DATABASE_URL=test_database_url(),
-        REDIS_URL=redis_url,
-        HTTPS="off",
-        DJANGO_SETTINGS_MODULE="kwmonitor.settings",
-        **(extra_env or {}),
-    )
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": redis_url, "HTTPS": "off",
+           "DJANGO_SETTINGS_MODULE": "kwmonitor.settings", **(extra_env or {})}
     log = tempfile.NamedTemporaryFile("w+", prefix="daphne-test-", suffix=".log")
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "kwmonitor.asgi:application"],

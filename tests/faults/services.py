@@ -1,44 +1,56 @@
-"""Services a fault test owns and breaks: its own redis-server, and a TCP proxy it can cut.
+"""Services a fault test owns and breaks: its own redis-server and PostgreSQL.
 
 Never the shared servers: a test starts ``redis-server`` on a free port with
-its data in a scratch directory (append-only file, fsync on every write, so
-a restart keeps every acknowledged write), and reaches PostgreSQL through a
-:class:`CuttableProxy` whose connections it can drop and refuse for a while.
+its data in a scratch directory and the persistence settings of ``make run``
+(``scripts/ensure_redis.sh``: none) unless it asks for others, kills it
+(SIGKILL) and starts it again; and a throwaway PostgreSQL cluster of its own
+(:class:`OwnPostgres`, ``initdb`` as the ``postgres`` user) that it crashes.
 """
 
 from __future__ import annotations
 
-import selectors
-import socket
+import os
+import pwd
+import shutil
+import signal
 import subprocess
-import threading
+import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
+import psycopg
 import redis
 
+from streaming.capture.cluster import postgres_bindir
 from tests.browser.server import free_port
 
-__all__ = ["OwnRedis", "CuttableProxy"]
+__all__ = ["MAKE_RUN_PERSISTENCE", "COMPOSE_PERSISTENCE", "OwnRedis", "OwnPostgres"]
+
+#: what ``scripts/ensure_redis.sh`` starts redis-server with for ``make run``: no snapshot, no append-only file
+MAKE_RUN_PERSISTENCE = ("--save", "", "--appendonly", "no")
+#: what ``docker/compose.yaml`` starts it with: every write in the append-only file, fsynced before its reply
+COMPOSE_PERSISTENCE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
 
 class OwnRedis:
-    """A redis-server of the test's own on a free port; :meth:`restart` stops and starts it on the same port."""
+    """A redis-server of the test's own on a free port, with ``persistence`` (redis-server options)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, persistence: tuple[str, ...] = MAKE_RUN_PERSISTENCE) -> None:
         self.directory = directory
+        self.persistence = persistence
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
-        directory.mkdir(parents=True, exist_ok=True)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", "redis.log"],
+             *self.persistence, "--logfile", "redis.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         )
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
@@ -60,93 +72,96 @@ class OwnRedis:
             self.proc.wait(timeout=20)
         self.proc = None
 
-    def restart(self, down_for: float) -> float:
-        """Stop, stay down ``down_for`` seconds, start again; returns how long it did not answer."""
+    def crash(self, down_for: float, directory: Path | None = None, persistence: tuple[str, ...] | None = None) -> float:
+        """SIGKILL the server, stay down ``down_for`` seconds, start it again on the same port (in ``directory``
+        and with ``persistence`` if given: another instance in its place); returns how long it did not answer."""
         began = time.monotonic()
-        self.stop()
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=20)
         time.sleep(down_for)
+        self.directory = directory or self.directory
+        self.persistence = persistence or self.persistence
         self.start()
         return time.monotonic() - began
 
 
-class CuttableProxy:
-    """A TCP proxy on a free port to ``target``; :meth:`cut` drops every connection and refuses new ones."""
+class OwnPostgres:
+    """A PostgreSQL cluster of the test's own, on one free port across restarts, with the server's default
+    durability (fsync on); :meth:`crash` kills it the two ways a server dies, :meth:`close` removes it.
 
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
-        self.target = (target_host, target_port)
+    Its directory is a new one under the system's temporary directory, which the ``postgres`` user can
+    reach (a test's ``tmp_path`` is private to the user running the tests).
+    """
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="kw-crash-pg-"))
+        self.data = self.directory / "data"
         self.port = free_port()
-        self._lock = threading.Lock()
-        self._pairs: list[tuple[socket.socket, socket.socket]] = []
-        self._listener: socket.socket | None = None
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.bindir = postgres_bindir()
+
+    def url(self, dbname: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def _run(self, *argv: str) -> None:
+        command = [str(self.bindir / argv[0]), *argv[1:]]
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[0]} failed: {(done.stderr or done.stdout).strip()[-2000:]}")
 
     def start(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        listener.setblocking(False)
-        self._listener = listener
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        """Make the cluster if need be and start it; returns once it takes connections."""
+        if not (self.data / "PG_VERSION").exists():
+            if os.geteuid() == 0:
+                owner = pwd.getpwnam("postgres")
+                os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
+        options = f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=40"
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.directory / "server.log"), "-o", options,
+                  "-w", "-t", "60", "start")
 
-    def cut(self) -> None:
-        """Close the listener (new connections are refused) and every open connection."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        with self._lock:
-            for a, b in self._pairs:
-                for s in (a, b):
-                    try:
-                        s.close()
-                    except OSError:
-                        pass
-            self._pairs.clear()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+    def postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
-    restore = start
+    def crash(self, how: str, down_for: float, while_down: Callable[[], None] = lambda: None) -> float:
+        """Crash the server (``how``: "immediate", pg_ctl's immediate shutdown, or "sigkill" of the postmaster),
+        call ``while_down``, stay down ``down_for`` seconds, start it again (crash recovery replays its WAL);
+        returns how long it did not answer."""
+        began = time.monotonic()
+        if how == "immediate":
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        else:
+            pid = self.postmaster_pid()
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+        while_down()
+        time.sleep(down_for)
+        deadline = time.monotonic() + 60
+        while True:  # the killed postmaster's backends leave once they see it gone; until then it will not start
+            try:
+                self.start()
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        with psycopg.connect(self.url("postgres"), connect_timeout=10):
+            pass
+        return time.monotonic() - began
 
-    def _serve(self) -> None:
-        selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ)
-        peers: dict[socket.socket, socket.socket] = {}
-        try:
-            while not self._stopping.is_set():
-                for key, _ in selector.select(timeout=0.1):
-                    sock = key.fileobj
-                    if sock is self._listener:
-                        client, _ = self._listener.accept()
-                        upstream = socket.create_connection(self.target)
-                        for s in (client, upstream):
-                            s.setblocking(False)
-                            selector.register(s, selectors.EVENT_READ)
-                        peers[client], peers[upstream] = upstream, client
-                        with self._lock:
-                            self._pairs.append((client, upstream))
-                        continue
-                    try:
-                        data = sock.recv(65536)
-                    except OSError:
-                        data = b""
-                    other = peers.get(sock)
-                    if not data or other is None:
-                        for s in (sock, other):
-                            if s is not None and s in peers:
-                                selector.unregister(s)
-                                peers.pop(s, None)
-                                s.close()
-                        continue
-                    other.setblocking(True)
-                    try:
-                        other.sendall(data)
-                    except OSError:
-                        pass
-                    finally:
-                        other.setblocking(False)
-        finally:
-            selector.close()
+    def close(self) -> None:
+        """Stop the server and remove the cluster."""
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie no reaper collected yet does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

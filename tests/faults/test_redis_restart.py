@@ -1,14 +1,23 @@
-"""Redis restarted mid-stream: the evaluator and the web tier reconnect, no change is lost or duplicated.
+"""Redis killed mid-stream, three times: the evaluator, the feed and the history go on or rebuild, nothing lost or
+duplicated.
 
-Real parts: a redis-server of the test's own (append-only, fsync always),
-daphne serving ingest and the feeds on it, the Spark evaluator launched by
-the supervisor, and the example feed client (``python -m kwmonitor.feed_client``)
-following the query's feed as a program would. A feeder posts ops over HTTP,
-sending a body again when the answer is 503 (Redis away). Midway Redis is
-stopped and started again. Afterwards the published change stream must equal
-the reference engine's events over the accepted ops (``python -m streaming
-compare`` semantics), and the feed client must have received every change
-after its snapshot exactly once, ending on the reference's live set.
+Real parts: a redis-server of the test's own, daphne serving ingest and the
+feeds on it, the Spark evaluator launched by the supervisor, supervision and
+history rounds as beat runs them, and the example feed client (``python -m
+kwmonitor.feed_client``) following the query's feed as a program would. A
+feeder posts ops over HTTP, sending a body again when the answer is 503 (Redis
+away). Redis starts with the persistence of ``docker/compose.yaml``
+(``appendfsync always``); a quarter of the way in it is SIGKILLed and started
+again (it comes back as it was); halfway an empty instance with the
+persistence of ``make run`` (none: ``scripts/ensure_redis.sh``) takes its
+place after a SIGKILL (every live set, change stream, plan, cursor and seq
+counter gone); three quarters in that one is SIGKILLed and started again
+(empty again). The reference is the query's changes over the lines the feeder
+sent, in the order sent; the landing files must hold those lines once each,
+the history must hold the reference's changes exactly (seq by seq, type and
+result), and each stretch of the feed client's output (a snapshot, then
+changes) must be the reference's live set at the snapshot's seq followed by
+the reference's changes after it.
 """
 
 from __future__ import annotations
@@ -21,38 +30,38 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
+from collections import Counter
 
 import pytest
+from django.db import connection
 
 from kwmonitor.accounts.models import ApiToken
-from kwmonitor.dashboard.feeds import entry_id_order
 from kwmonitor.queries.models import KeywordQuery
-from kwmonitor.streams.models import Stream
+from kwmonitor.streams.history import HistoryPersister
+from kwmonitor.streams.models import ResultEvent, Stream
 from kwmonitor.streams.supervisor import Supervisor
 from streaming import bus
-from streaming.cli.compare import event_key, first_difference
-from streaming.engine import KeywordEngine
-from streaming.ops import OpRejected, op_to_dict, parse_op
+from streaming.ops import op_to_dict
 from streaming.schema import Schema
 from streaming.sources import read_landing, split_seq
 from streaming.workloads import ecommerce
 from tests.browser.server import ROOT, asgi_server
-from tests.faults.services import OwnRedis
+from tests.faults.reference import by_seq, change_of, live_after, reference_changes
+from tests.faults.services import COMPOSE_PERSISTENCE, MAKE_RUN_PERSISTENCE, OwnRedis
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 KEYWORDS, TMAX = "gift texas", 4
-OPS, BODY, PAUSE = 2400, 40, 0.1  # ~400 ops/s in bodies of 40
-DOWN_FOR = 3.0
+OPS, BODY, PAUSE = 2400, 60, 0.05  # bodies of 60, one after the other
+DOWN_FOR = 0.5
 
 
-def feed(base: str, stream: Stream, lines: list[str], tally: dict[str, int], restart_after: int,
-         restart: threading.Event) -> None:
+def feed(base: str, stream: Stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]]) -> None:
     """POST the lines in bodies, in order; a body answered 503 (or not answered) is sent again."""
     for start in range(0, len(lines), BODY):
-        if start == restart_after:
-            restart.set()
+        for at, reached in crashes:
+            if start == at:
+                reached.set()
         body = "".join(line + "\n" for line in lines[start:start + BODY]).encode()
         while True:
             request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=body, method="POST", headers={
@@ -70,33 +79,34 @@ def feed(base: str, stream: Stream, lines: list[str], tally: dict[str, int], res
         time.sleep(PAUSE)
 
 
-def reference_events(schema: Schema, landing: Path) -> list[dict]:
-    """The events of the query over the stored ops, in seq order (what `python -m streaming run` writes)."""
-    engine = KeywordEngine(schema, KEYWORDS, TMAX)
-    events = []
-    for seq, obj in sorted(split_seq(line) for line in read_landing(landing)):
-        try:
-            changes = engine.apply(parse_op(obj, schema))
-        except OpRejected as exc:
-            changes = exc.changes
-        events += [{"seq": seq, "type": c.type, **c.result.to_json()} for c in changes]
-    return events
+def beat(client, stop: threading.Event, errors: Counter) -> None:
+    """What beat sends while the stream runs: supervision and history rounds (a round Redis fails is skipped)."""
+    persister, supervisor = HistoryPersister(client), Supervisor()
+    while not stop.wait(1.0):
+        for name, step in (("supervise", supervisor.supervise), ("persist", persister.run)):
+            try:
+                step()
+            except Exception:
+                errors[name] += 1
+    connection.close()
 
 
-def as_event(change: dict) -> dict:
-    """A published change in the event format of `run`."""
-    result = change["result"]
-    return {"seq": change["seq"], "type": change["type"].removeprefix("result."),
-            "tuples": [[t["relation"], t["key"]] for t in result["tuples"]], "edges": result["edges"]}
+def check_stretch(reference, snapshot: dict, changes: list[tuple[int, str, tuple]], last: bool) -> None:
+    """A snapshot and the changes after it equal the reference's live set then its changes (all of them if last)."""
+    at = snapshot["last_seq"] if snapshot["last_seq"] is not None else -1
+    assert {change_of(0, "add", r)[2] for r in snapshot["results"]} == live_after(reference, at)
+    got, want = by_seq(changes), by_seq([c for c in reference if c[0] > at])
+    assert len(got) <= len(want) and (len(got) == len(want) or not last)
+    for i, ((seq, group), (ref_seq, ref_group)) in enumerate(zip(got, want)):
+        assert seq == ref_seq, f"a change at seq {seq} where the reference has seq {ref_seq}"
+        whole = last or i < len(got) - 1  # the connection may have dropped within the last seq of a stretch
+        assert group == ref_group if whole else not group - ref_group, f"seq {seq}: {group} != {ref_group}"
 
 
-def write(path: Path, events: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    return path
-
-
-def test_a_redis_restart_mid_stream_loses_and_duplicates_nothing(user, ecommerce_schema, settings, tmp_path):
-    own = OwnRedis(tmp_path / "redis")
+def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_schema, settings, tmp_path):
+    assert " ".join(f'"{o}"' if not o else o for o in MAKE_RUN_PERSISTENCE) in (ROOT / "scripts/ensure_redis.sh").read_text()
+    assert " ".join(f'"{o}"' if not o else o for o in COMPOSE_PERSISTENCE) in (ROOT / "docker/compose.yaml").read_text()
+    own = OwnRedis(tmp_path / "redis", COMPOSE_PERSISTENCE)
     own.start()
     settings.REDIS_URL = own.url
     settings.LANDING_DIR = tmp_path / "landing"
@@ -108,74 +118,91 @@ def test_a_redis_restart_mid_stream_loses_and_duplicates_nothing(user, ecommerce
                                         keywords=KEYWORDS, tmax=TMAX)
     _, token = ApiToken.issue(user, "faults")
     lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(OPS, seed=11).ops()]
+    reference = reference_changes(Schema.from_dict(ecommerce.SCHEMA_DOC), KEYWORDS, TMAX, lines)
     supervisor = Supervisor()
-    tally = {"accepted": 0, "503": 0, "unanswered": 0}
+    tally: Counter = Counter()
+    beat_errors: Counter = Counter()
     env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
     feed_out = tmp_path / "feed.ndjson"
+    outages, rebuilt = [], []
+    stop_beat = threading.Event()
     with asgi_server(own.url, extra_env=env) as base:
         evaluator = supervisor.start(stream.evaluator.pk)
         follower = None
+        beating = threading.Thread(target=beat, args=(client, stop_beat, beat_errors), daemon=True)
         try:
-            deadline = time.monotonic() + 300
+            began = time.monotonic()
+            deadline = began + 300
             while getattr(bus.read_heartbeat(client, evaluator.pk), "status", None) != "running":
                 assert time.monotonic() < deadline, "the evaluator did not start"
                 time.sleep(0.5)
+            beating.start()
+            fed_at = time.monotonic()
+            up_after = fed_at - began
             follower = subprocess.Popen(
                 [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
                 cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=feed_out.open("w"),
                 stderr=(tmp_path / "feed.err").open("w"))
-            restart = threading.Event()
-            feeder = threading.Thread(target=feed, args=(base, stream, lines, tally, OPS // 3, restart), daemon=True)
+            crashes = [(n * OPS // 4 // BODY * BODY, threading.Event()) for n in (1, 2, 3)]
+            feeder = threading.Thread(target=feed, args=(base, stream, lines, tally, crashes), daemon=True)
             feeder.start()
-            assert restart.wait(120)
-            outage = own.restart(DOWN_FOR)
+            # as it was (compose's persistence), an empty instance with make run's in its place, empty again
+            for (_, reached), directory in zip(crashes, (None, tmp_path / "redis-empty", None)):
+                assert reached.wait(120)
+                outages.append(own.crash(DOWN_FOR, directory, MAKE_RUN_PERSISTENCE if directory else None))
+                restarted = time.monotonic()
+                while client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") is None:
+                    assert time.monotonic() < restarted + 120, "the evaluator did not rebuild its state"
+                    time.sleep(0.1)
+                rebuilt.append(time.monotonic() - restarted)
             feeder.join(timeout=300)
             assert not feeder.is_alive()
-            stored = list(read_landing(settings.LANDING_DIR / str(stream.pk)))
-            last_seq = max(split_seq(line)[0] for line in stored)
+            fed_for = time.monotonic() - fed_at
             deadline = time.monotonic() + 300
-            while int(client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") or -1) < last_seq:
-                assert time.monotonic() < deadline, "the evaluator did not apply every op"
+            while int(client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") or -1) < OPS - 1 \
+                    or int(client.get(bus.Keys.published_seq(query.pk)) or -1) < reference[-1][0]:
+                assert time.monotonic() < deadline, "the evaluator did not apply every op and publish its changes"
                 time.sleep(0.5)
             last_id = client.xrevrange(bus.Keys.changes(query.pk), count=1)[0][0]
             deadline = time.monotonic() + 60
             while last_id not in feed_out.read_text():
                 assert time.monotonic() < deadline, "the feed client did not get the last change"
                 time.sleep(0.3)
+            caught_up_after = time.monotonic() - fed_at - fed_for
         finally:
+            stop_beat.set()
+            if beating.is_alive():
+                beating.join(timeout=30)
             if follower is not None:
                 follower.terminate()
                 follower.wait(timeout=10)
             supervisor.stop(stream.evaluator.pk)
-    published = [(entry_id, json.loads(fields["data"])) for entry_id, fields in client.xrange(bus.Keys.changes(query.pk))]
+    HistoryPersister(client).run()
     own.stop()
 
-    assert tally["accepted"] == OPS == len(stored)  # every op stored once, retried bodies included
-    reference = reference_events(Schema.from_dict(ecommerce.SCHEMA_DOC), settings.LANDING_DIR / str(stream.pk))
-    expected = write(tmp_path / "expected.ndjson", reference)
-    actual = write(tmp_path / "published.ndjson", [as_event(change) for _, change in published])
-    assert first_difference(expected, actual) is None  # no change lost, none duplicated, in the right op
+    stored = [split_seq(line) for line in read_landing(settings.LANDING_DIR / str(stream.pk))]
+    assert tally["accepted"] == OPS and stored == [(i, json.loads(line)) for i, line in enumerate(lines)]
+
+    history = [change_of(seq, kind, result) for seq, kind, result in
+               ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result")]
+    assert by_seq(history) == by_seq(reference)  # every change once, in its op, in seq order
 
     messages = [json.loads(line) for line in feed_out.read_text().splitlines()]
-    snapshot = messages[0]
-    assert snapshot["type"] == "snapshot" and all(m["type"] != "snapshot" for m in messages[1:])
-    received = [m["id"] for m in messages[1:]]
-    after_snapshot = [entry_id for entry_id, _ in published
-                      if entry_id_order(entry_id) > entry_id_order(snapshot["last_id"])]
-    live = {event_key(as_event({"seq": 0, "type": "result.add", "result": r})) for r in snapshot["results"]}
-    for message in messages[1:]:
-        key = event_key(as_event(message))
-        assert (key not in live) if message["type"] == "result.add" else (key in live)
-        live.symmetric_difference_update({key})
-    reference_live: set = set()
-    for event in reference:
-        reference_live.symmetric_difference_update({event_key(event)})
-    lost = len(set(after_snapshot) - set(received))
-    duplicates = len(received) - len(set(received))
+    starts = [i for i, m in enumerate(messages) if m["type"] == "snapshot"] + [len(messages)]
+    assert starts[0] == 0
+    for first, end in zip(starts, starts[1:]):
+        changes = [change_of(m["seq"], m["type"], m["result"]) for m in messages[first + 1:end]]
+        check_stretch(reference, messages[first], changes, last=end == len(messages))
     reconnects = (tmp_path / "feed.err").read_text().count("reconnecting")
-    print(f"Redis down {outage:.1f} s mid-stream; {tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, "
-          f"all sent again; {len(published)} changes published, feed client reconnected {reconnects} times and got "
-          f"{len(received)} changes: lost {lost}, duplicated {duplicates}")
-    assert received == after_snapshot and lost == 0 and duplicates == 0
-    assert live == reference_live  # the client ends on the reference's live set
-    assert reconnects >= 1  # the web tier dropped the feed with Redis, and the client resumed
+    print(f"Redis SIGKILLed three times mid-stream, down {', '.join(f'{o:.1f}' for o in outages)} s, back as it was, "
+          f"then empty twice; the evaluator held its state again {', '.join(f'{r:.1f}' for r in rebuilt)} s after "
+          f"each restart; "
+          f"evaluator up in {up_after:.1f} s, fed in {fed_for:.1f} s, evaluator and feed client done "
+          f"{caught_up_after:.1f} s later; "
+          f"{tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, all sent again; "
+          f"{len(reference)} reference changes, all in history once; the feed client reconnected {reconnects} times "
+          f"and resynchronised from {len(starts) - 2} new snapshots, each stretch equal to the reference; "
+          f"beat rounds Redis failed: {dict(beat_errors)}")
+    # the feed dropped with each crash and resumed: from its last id, a snapshot, or the start of the stream
+    # published again when it held nothing yet
+    assert reconnects >= 3 and len(starts) - 1 >= 2

@@ -120,6 +120,20 @@ def test_serialized_changes_of_many_queries_in_one_round_trip(redis_client):
     assert len(bus.read_snapshot(redis_client, 8)[1]) == 3
 
 
+def test_changes_are_published_only_while_redis_holds_the_evaluators_loaded_state(redis_client):
+    from streaming.events import ResultAdded, ResultView
+
+    state = bus.Keys.evaluator_state(3)
+    quads = {7: [("add", "k1", ResultAdded(query=7, seq=1, result=ResultView(key="k1", tuples=[], edges=[]))
+                  .model_dump_json(), 1)]}
+    redis_client.hset(state, "seq", 1)  # written again by a batch after Redis lost the state
+    with pytest.raises(bus.StateLost):
+        bus.publish_serialized_changes(redis_client, quads, state_key=state)
+    assert redis_client.xlen(bus.Keys.changes(7)) == 0 and not redis_client.exists(bus.Keys.published_seq(7))
+    redis_client.hset(state, bus.LOADED_FIELD, 1)
+    assert bus.publish_serialized_changes(redis_client, quads, state_key=state) == 1
+
+
 def test_two_publishers_of_one_query_give_each_change_once_in_seq_order(redis_client):
     """A class moving between evaluators: both publish a while, the one behind adds nothing."""
     from streaming.events import ResultAdded, ResultRemoved, ResultView

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import replace
 
@@ -15,7 +16,7 @@ from streaming.parsed import parse_stored_line
 from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.sources import stamp
+from streaming.sources import landing_archive, landing_file_name, prune_archive, stamp
 from streaming.workloads.ecommerce import SCHEMA_DOC as SCHEMA
 
 pytestmark = pytest.mark.redis
@@ -187,6 +188,57 @@ def test_restart_rebuilds_from_the_persisted_tuples(redis_client, cut):
         expected, expected_live = reference(OPS, **kwargs)
         got, live = published(redis_client, qid)
         assert got == expected and live == expected_live
+
+
+def write_landing(directory, lines, per_file=10, archived=0):
+    """``lines`` as landing files of ``per_file`` lines, the first ``archived`` files moved to the archive."""
+    directory.mkdir(parents=True)
+    landing_archive(directory).mkdir(parents=True)
+    for n, first in enumerate(range(0, len(lines), per_file)):
+        folder = landing_archive(directory) if n < archived else directory
+        (folder / landing_file_name(first)).write_text("".join(line + "\n" for line in lines[first:first + per_file]))
+
+
+def landing_plan(directory, *queries):
+    return {**plan(1, *queries), "stream": {**plan(1)["stream"], "source": {"kind": "landing", "path": str(directory)}}}
+
+
+@pytest.mark.parametrize("cut", [9, 21])
+def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, tmp_path, cut):
+    directory = tmp_path / "2"
+    write_landing(directory, LINES, archived=2)
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, rows[:cut])
+    redis_client.flushdb()  # a crash without persistence: tuples, state, plan, live sets, change streams gone
+    # a batch's writes that its Redis client retried on the new Redis, before the evaluator could see the loss
+    redis_client.hset(bus.Keys.evaluator_state(1), "seq", cut - 1)
+    redis_client.set(bus.Keys.published_seq(5), cut - 1)
+    ev.apply_batch(1, rows[cut - 2:])  # the next batch finds the state lost and rebuilds first
+    for qid, kwargs in ((5, {}), (6, {"tmax": 4, "window": 30.0})):
+        expected, expected_live = reference(OPS, **kwargs)
+        got, live = published(redis_client, qid)
+        assert got == expected and live == expected_live  # every change once again, from the first op
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
+    restarted = GroupEvaluator(redis_client, 1)
+    restarted.start()  # what Redis holds again is the whole state
+    assert restarted.applied_seq == len(LINES) - 1 and restarted.lines == ev.lines
+
+
+def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
+    directory = tmp_path / "2"
+    write_landing(directory, LINES, archived=1)
+    bus.write_plan(redis_client, 1, landing_plan(directory, query(5)))
+    ev = GroupEvaluator(redis_client, 1)
+    ev.start()
+    rows = parsed(redis_client, LINES)
+    ev.apply_batch(0, rows[:15])
+    redis_client.flushdb()
+    assert prune_archive(directory, 3600, time.time() + 7200) == 1  # LANDING_ARCHIVE_HOURS went by
+    with pytest.raises(RuntimeError, match="archived landing files were deleted"):
+        ev.apply_batch(1, rows[15:])
 
 
 def test_crash_after_persist_before_publish_is_reconciled(redis_client):

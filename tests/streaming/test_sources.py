@@ -52,6 +52,21 @@ def test_landing_writer_assigns_consecutive_seqs_from_zero(redis_client, tmp_pat
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("archived", [0, 1, 2])
+def test_seqs_go_on_after_the_stored_files_when_redis_lost_the_counter(redis_client, tmp_path, archived):
+    writer = sources.LandingWriter(redis_client, 3, tmp_path / "3")
+    writer.write(OPS[:2])
+    writer.write(OPS[2:3])
+    archive = sources.landing_archive(tmp_path / "3")
+    archive.mkdir(parents=True)
+    for name in sorted(p.name for p in (tmp_path / "3").iterdir())[:archived]:  # the evaluator archived them
+        (tmp_path / "3" / name).rename(archive / name)
+    redis_client.flushdb()
+    assert writer.write(OPS[3:]) == [3, 4]
+    assert [sources.split_seq(line)[0] for line in sources.read_landing(tmp_path / "3")] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.redis
 def test_seqs_survive_a_new_writer(redis_client, redis_url, tmp_path):
     sources.LandingWriter(redis_client, 3, tmp_path).write(OPS[:2])
     assert sources.LandingWriter(bus.connect(redis_url), 3, tmp_path).write(OPS[2:3]) == [2]

@@ -61,3 +61,12 @@ def test_a_deleted_change_after_the_cursor_forces_a_snapshot(redis_client, redis
 def test_an_id_from_a_vanished_stream_gets_a_snapshot(redis_client, redis_url):
     (message,) = first_messages(redis_url, 4, "1732000000000-0", 1)
     assert message == {"type": "snapshot", "query": 4, "last_id": "0-0", "results": [], "last_seq": None, "config": None}
+
+
+def test_an_id_the_stream_no_longer_holds_gets_a_snapshot(redis_client, redis_url):
+    bus.publish_changes(redis_client, 5, [added(5, i) for i in range(3)])
+    held = [e for e, _ in redis_client.xrange(bus.Keys.changes(5))][1]
+    redis_client.delete(bus.Keys.changes(5), bus.Keys.live(5), bus.Keys.published_seq(5))  # Redis lost them
+    bus.publish_changes(redis_client, 5, [added(5, i) for i in range(4)])  # published again, under new ids
+    (message,) = first_messages(redis_url, 5, held, 1)
+    assert message["type"] == "snapshot" and len(message["results"]) == 4

@@ -2,9 +2,10 @@
 
 import pytest
 
-from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
 from kwmonitor.streams.models import (
+    AggregateValueRecord,
     DeadLetterRecord,
     DroppingSample,
     HistoryCursor,
@@ -14,6 +15,7 @@ from kwmonitor.streams.models import (
 )
 from streaming import bus
 from streaming.events import (
+    AggregateValue,
     BatchMetrics,
     DeadLetter,
     DroppingRatio,
@@ -48,6 +50,43 @@ def test_changes_are_persisted_once_in_order_across_runs(shop, redis_client):
     assert [r.entry_id for r in rows] == [entry_id for entry_id, _ in entries]
     assert rows[-1].result["tuples"][0] == {"relation": "Customer", "key": 3, "values": {}, "hits": ["texas"]}
     assert HistoryCursor.objects.get(key=bus.Keys.changes(query.pk)).last_id == entries[-1][0]
+
+
+def test_changes_published_again_after_redis_lost_them_are_not_persisted_twice(shop, redis_client):
+    query = KeywordQuery.objects.get(name="dress in texas")
+    changes = [ResultAdded(query=query.pk, seq=i, result=result(i)) for i in range(4)]
+    changes += [ResultRemoved(query=query.pk, seq=4, result=result(1)), ResultAdded(query=query.pk, seq=4, result=result(1))]
+    bus.publish_changes(redis_client, query.pk, changes[:5])
+    persister = HistoryPersister(redis_client, batch=2)
+    assert persister.run()["results"] == 5
+    redis_client.flushdb()  # the evaluator publishes every change again, from the first op, under new ids
+    bus.publish_changes(redis_client, query.pk, changes)
+    assert persister.run()["results"] == 1  # only the add at seq 4 is new
+    rows = ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result__key")
+    assert list(rows) == [(c.seq, c.type, c.result.key) for c in changes]
+
+
+def test_dead_letters_and_values_published_again_after_redis_lost_them_are_not_persisted_twice(shop, redis_client):
+    query = KeywordQuery.objects.get(name="dress in texas")
+    aggregate = AggregateSubscription.objects.create(owner=query.owner, name="customers", stream=shop,
+                                                     source_relation="Customer", window=60, step=60)
+
+    def dead(seq):
+        return DeadLetter(stream=shop.pk, seq=seq, line="{}", reason="late", ts=1.0)
+
+    def value(end):
+        return AggregateValue(stream=shop.pk, aggregate=aggregate.pk, seq=int(end), window_end=end, value=2, ts=1.0)
+
+    for event in (dead(4), dead(None), value(60.0)):
+        bus.publish_stream_event(redis_client, shop.pk, event)
+    persister = HistoryPersister(redis_client)
+    persister.run()
+    redis_client.flushdb()  # the rebuild publishes the evaluator's dead letters and values again
+    for event in (dead(4), value(60.0), dead(5), value(120.0), dead(None)):  # the last one a new ingest reject
+        bus.publish_stream_event(redis_client, shop.pk, event)
+    persister.run()
+    assert list(DeadLetterRecord.objects.order_by("id").values_list("seq", flat=True)) == [4, None, 5, None]
+    assert list(AggregateValueRecord.objects.order_by("id").values_list("window_end", flat=True)) == [60.0, 120.0]
 
 
 def test_stream_events_go_to_their_tables_and_status_is_not_kept(shop, redis_client):

@@ -47,5 +47,6 @@ def test_archived_landing_files_older_than_the_retention_are_deleted(shop, setti
     assert prune_landing_archives() == {}
     settings.LANDING_ARCHIVE_HOURS = 24
     assert prune_landing_archives() == {str(shop.pk): 2} and str(other.pk) not in prune_landing_archives()
-    assert sorted(p.name for p in archive.iterdir()) == [".00000000000000000400.x.tmp", f"{200:020d}.ndjson", f"{300:020d}.ndjson"]
+    assert sorted(p.name for p in archive.iterdir()) == [".00000000000000000400.x.tmp", ".pruned",  # the mark
+                                                         f"{200:020d}.ndjson", f"{300:020d}.ndjson"]
     assert unarchived.exists()

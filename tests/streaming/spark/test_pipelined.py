@@ -128,3 +128,50 @@ def test_the_redis_source_trims_only_what_the_evaluator_applied(redis_client, re
     redis_client.hset(key, "seq", 5)
     reader.commit({"id": ids[5]})
     assert [entry_id for entry_id, _ in redis_client.xrange("ops")] == ids[5:]
+
+
+def test_an_evaluator_started_after_redis_lost_its_state_rebuilds_from_the_landing_files(
+        spark, client, db, ecommerce_schema, user, redis_client, redis_url, settings, tmp_path):
+    from kwmonitor.queries.models import KeywordQuery
+    from kwmonitor.streams.models import Stream
+    from kwmonitor.streams.plans import publish_plan
+    from streaming.spark.job import recover_committed, start_query
+
+    settings.LANDING_DIR = tmp_path / "landing"
+    stream = Stream.objects.create(name="lost", schema=ecommerce_schema)
+    query = KeywordQuery.objects.create(owner=user, name="dress", schema=ecommerce_schema, stream=stream,
+                                        keywords="dress texas", tmax=4)
+    publish_plan(stream.pk)
+    ops = list(shop_ops(600, seed=7, event_rate=20))
+
+    def ingest(lines):
+        response = client.post(reverse("ingest:ingest", args=[stream.pk]), data="".join(l + "\n" for l in lines),
+                               content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Bearer {stream.ingest_token}")
+        assert response.status_code == 200
+
+    for start in range(0, 450, 150):
+        ingest(ops[start:start + 150])
+    checkpoint = tmp_path / "ck"
+    first = GroupEvaluator(redis_client, stream.evaluator.pk)
+    first.start()
+    running = start_query(spark, first, redis_url, checkpoint, available_now=True)
+    running.awaitTermination()
+    assert running.exception() is None and first.applied_seq == 449
+
+    redis_client.flushdb()  # the evaluator died and Redis came back empty
+    publish_plan(stream.pk)  # what the supervisor does when it finds no plan
+    ingest(ops[450:])  # seqs go on after the landing files
+    second = GroupEvaluator(redis_client, stream.evaluator.pk)
+    second.start()
+    assert second.applied_seq == -1
+    assert recover_committed(second, checkpoint, redis_url) == 450  # every op Spark had committed, again
+    rest = start_query(spark, second, redis_url, checkpoint, available_now=True)
+    rest.awaitTermination()
+    assert rest.exception() is None and second.applied_seq == 599
+
+    directory = sources.landing_directory(settings.LANDING_DIR, stream.pk)
+    stored = [sources.split_seq(line) for line in sources.read_landing(directory)]
+    assert [seq for seq, _ in stored] == list(range(600))
+    expected, expected_live = cli_events(stream.schema.to_document(), ops, "dress texas", 4, None, tmp_path)
+    got, live = published(redis_client, query.pk)
+    assert got == expected and live == expected_live and expected_live  # the change stream again, whole
