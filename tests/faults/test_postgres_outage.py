@@ -36,8 +36,9 @@ from kwmonitor.streams import tasks
 from kwmonitor.streams.models import Stream
 from kwmonitor.streams.plans import publish_plan
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, parse_stored_line
+from streaming.evaluator import GroupEvaluator
 from streaming.ops import op_to_dict
+from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.sources import stamp
 from streaming.workloads import ecommerce
