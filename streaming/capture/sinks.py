@@ -93,7 +93,9 @@ class FileSink:
     def seal(self, **meta: Any) -> None:
         self._out.flush()
         os.fsync(self._out.fileno())
-        size = self._out.tell()
+        # the file's size, not tell(): after a truncate (recover, abandon) tell() keeps the old end until the
+        # next write, so a batch sealed with no line stored a length the file never had
+        size = os.fstat(self._out.fileno()).st_size
         self.state.commit(sink_bytes=size, **meta)
         self._sealed = size
 
