@@ -249,25 +249,25 @@ class SharedLatticePlan:
         """Take keyword set ``kid``'s forbidden words off the nodes it reaches; their masks before."""
         if kid not in self.roots:
             return {}
-        bits = self.keyword_bits[kid]
-        before: dict[int, tuple[int, ...]] = {}
-        for v in self.nodes_of(kid):
-            before[v] = self.forbids[v]
-            counts = self._forbid_counts[v]
-            forbid = bits & ~self.mask[v]
-            counts[forbid] -= 1
-            if not counts[forbid]:
-                del counts[forbid]
-            self.forbids[v] = tuple(counts)
+        before = {v: self.forbids[v] for v in self.nodes_of(kid)}
+        self._count_forbids(kid, -1)
         return before
 
     def _reach(self, kid: int) -> None:
         """Put keyword set ``kid``'s forbidden words on the nodes it reaches (the lattice has changed)."""
+        self._count_forbids(kid, 1)
+
+    def _count_forbids(self, kid: int, step: int) -> None:
+        """Count keyword set ``kid``'s forbidden words at each node it reaches ``step`` (1 or -1) more times."""
         bits = self.keyword_bits[kid]
         for v in self.nodes_of(kid):
             counts = self._forbid_counts[v]
             forbid = bits & ~self.mask[v]
-            counts[forbid] = counts.get(forbid, 0) + 1
+            count = counts.get(forbid, 0) + step
+            if count:
+                counts[forbid] = count
+            else:
+                del counts[forbid]
             self.forbids[v] = tuple(counts)
 
     # -- inspection --------------------------------------------------------------------
