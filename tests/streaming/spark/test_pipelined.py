@@ -24,22 +24,34 @@ class Died(RuntimeError):
     """The evaluator process died while applying a batch."""
 
 
-def test_a_batch_committed_before_it_was_applied_is_recovered(spark, client, db, ecommerce_schema, user,
-                                                              redis_client, redis_url, settings, tmp_path):
+def dress_stream(name, schema, user):
+    """A stream with one query {dress, texas} (Tmax 4) and its plan published: the stream and the query."""
     from kwmonitor.queries.models import KeywordQuery
     from kwmonitor.streams.models import Stream
     from kwmonitor.streams.plans import publish_plan
+
+    stream = Stream.objects.create(name=name, schema=schema)
+    query = KeywordQuery.objects.create(owner=user, name="dress", schema=schema, stream=stream,
+                                        keywords="dress texas", tmax=4)
+    publish_plan(stream.pk)
+    return stream, query
+
+
+def ingest(client, stream, lines):
+    response = client.post(reverse("ingest:ingest", args=[stream.pk]), data="".join(l + "\n" for l in lines),
+                           content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Bearer {stream.ingest_token}")
+    assert response.status_code == 200
+
+
+def test_a_batch_committed_before_it_was_applied_is_recovered(spark, client, db, ecommerce_schema, user,
+                                                              redis_client, redis_url, settings, tmp_path):
     from streaming.spark.job import BatchHandler, recover_committed, start_query
 
     settings.LANDING_DIR = tmp_path / "landing"
-    stream = Stream.objects.create(name="pipelined", schema=ecommerce_schema)
-    query = KeywordQuery.objects.create(owner=user, name="dress", schema=ecommerce_schema, stream=stream,
-                                        keywords="dress texas", tmax=4)
-    publish_plan(stream.pk)
+    stream, query = dress_stream("pipelined", ecommerce_schema, user)
     ops = list(shop_ops(1200, seed=5, event_rate=20))
     for start in range(0, 1200, 300):
-        client.post(reverse("ingest:ingest", args=[stream.pk]), data="".join(l + "\n" for l in ops[start:start + 300]),
-                    content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Bearer {stream.ingest_token}")
+        ingest(client, stream, ops[start:start + 300])
     directory = sources.landing_directory(settings.LANDING_DIR, stream.pk)
     checkpoint = tmp_path / "ck"
 
@@ -132,25 +144,14 @@ def test_the_redis_source_trims_only_what_the_evaluator_applied(redis_client, re
 
 def test_an_evaluator_started_after_redis_lost_its_state_rebuilds_from_the_landing_files(
         spark, client, db, ecommerce_schema, user, redis_client, redis_url, settings, tmp_path):
-    from kwmonitor.queries.models import KeywordQuery
-    from kwmonitor.streams.models import Stream
     from kwmonitor.streams.plans import publish_plan
     from streaming.spark.job import recover_committed, start_query
 
     settings.LANDING_DIR = tmp_path / "landing"
-    stream = Stream.objects.create(name="lost", schema=ecommerce_schema)
-    query = KeywordQuery.objects.create(owner=user, name="dress", schema=ecommerce_schema, stream=stream,
-                                        keywords="dress texas", tmax=4)
-    publish_plan(stream.pk)
+    stream, query = dress_stream("lost", ecommerce_schema, user)
     ops = list(shop_ops(600, seed=7, event_rate=20))
-
-    def ingest(lines):
-        response = client.post(reverse("ingest:ingest", args=[stream.pk]), data="".join(l + "\n" for l in lines),
-                               content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Bearer {stream.ingest_token}")
-        assert response.status_code == 200
-
     for start in range(0, 450, 150):
-        ingest(ops[start:start + 150])
+        ingest(client, stream, ops[start:start + 150])
     checkpoint = tmp_path / "ck"
     first = GroupEvaluator(redis_client, stream.evaluator.pk)
     first.start()
@@ -160,7 +161,7 @@ def test_an_evaluator_started_after_redis_lost_its_state_rebuilds_from_the_landi
 
     redis_client.flushdb()  # the evaluator died and Redis came back empty
     publish_plan(stream.pk)  # what the supervisor does when it finds no plan
-    ingest(ops[450:])  # seqs go on after the landing files
+    ingest(client, stream, ops[450:])  # seqs go on after the landing files
     second = GroupEvaluator(redis_client, stream.evaluator.pk)
     second.start()
     assert second.applied_seq == -1
