@@ -209,5 +209,5 @@ def test_a_unit_moved_mid_stream_publishes_what_one_evaluator_publishes(redis_cl
     assert {q["id"]: changes(redis_client, q["id"]) for q in QUERIES} == expected
     move = run.placement.move
     assert move is not None and move.done
-    assert all(q not in run.evaluators[move.source].queries for q in move.queries)
-    assert all(q in run.evaluators[move.target].queries for q in move.queries)
+    assert all(q not in run.evaluators[move.source].session.queries for q in move.queries)
+    assert all(q in run.evaluators[move.target].session.queries for q in move.queries)
