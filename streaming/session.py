@@ -58,7 +58,7 @@ from .sharing.report import sharing_report
 from .wxquery.live import StreamSubscriptions
 
 __all__ = ["ParseSpec", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change", "group_keywords",
-           "StreamSession"]
+           "plan_properties", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
@@ -145,6 +145,64 @@ class BatchOutput:
         )
 
 
+def plan_properties(plan: EvaluatorPlan, schema: Schema) -> tuple[
+        list[QueryProperties], list[QueryProperties], list[AggregateProperties], dict[int, str], dict[int, str]]:
+    """The plan's queries, the stream's queries placed elsewhere and the aggregates as properties, with
+    the errors of those that cannot be evaluated (a bad query must not stop the others)."""
+    queries, query_errors = [], {}
+    for entry in plan.queries:
+        try:
+            queries.append(query_properties(entry, schema))
+        except (ValueError, PredicateError) as exc:
+            query_errors[entry.id] = f"{type(exc).__name__}: {exc}"
+    others = []
+    for entry in plan.others:
+        try:
+            others.append(query_properties(entry, schema))
+        except (ValueError, PredicateError):  # reported by the evaluator it is placed on
+            pass
+    by_id = {q.id: q for q in queries}
+    aggregates, aggregate_errors = [], {}
+    for agg in plan.aggregates:
+        try:
+            aggregates.append(aggregate_properties(agg, schema, by_id))
+        except (ValueError, PredicateError) as exc:
+            aggregate_errors[agg.id] = f"{type(exc).__name__}: {exc}"
+    return queries, others, aggregates, query_errors, aggregate_errors
+
+
+class ResultViews:
+    """Results as shown (values and the class's keyword hits) with their JSON, made once per class and
+    result for all the class's queries; cleared when the batch is out or the plan changes."""
+
+    def __init__(self) -> None:
+        self.words: dict[int, str] = {}  # vocabulary bit -> keyword
+        self._made: dict[tuple[Result, int], tuple[ResultView, str]] = {}  # (result, class) -> view, its JSON
+
+    def clear(self) -> None:
+        self._made.clear()
+
+    def of(self, engine: SharedEngine, qid: int, result: Result) -> tuple[ResultView, str]:
+        """The result as shown for ``qid``, and its JSON."""
+        cls = engine.class_of[qid]
+        cached = self._made.get((result, cls.index))
+        if cached is not None:
+            return cached
+        rows = engine.store.rows
+        bits = getattr(cls, "keyword_bits", 0)
+        tuples = []
+        for relation, key in result.tuples:
+            row = rows[relation].get(key)
+            values = dict(row.values) if row is not None else {}
+            mask = row.mask & bits if row is not None else 0
+            hits = sorted(self.words[b] for b in range(mask.bit_length()) if mask >> b & 1)
+            tuples.append(TupleView(relation=relation, key=key, values=values, hits=hits))
+        edges = [((a[0], a[1]), (b[0], b[1]), fk) for a, b, fk in result.edges]
+        view = ResultView(key=result_key(result.tuples, result.edges), tuples=tuples, edges=edges)
+        made = self._made[(result, cls.index)] = (view, view.model_dump_json())
+        return made
+
+
 def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str]:
     """Every keyword of every query of a plan (what executors classify tuples against)."""
     if plan is None:
@@ -190,8 +248,7 @@ class StreamSession:
         self._pending: dict[int, list[Change]] = {}
         self._values: list[AggregateValue] = []
         self._items: list[SubscriptionResult] = []
-        self._views: dict[tuple[Result, int], tuple[ResultView, str]] = {}  # (result, class) -> view, its JSON
-        self._words: dict[int, str] = {}
+        self._views = ResultViews()
         self._dirty: set[TupleId] = set()
         self._trust_selection = False
         self._dropped = 0
@@ -235,32 +292,15 @@ class StreamSession:
         self.engine.set_guard(plan.stream.clock)
         self.plan, self.plan_doc = plan, raw
         self.stream_id = plan.stream.id
-        queries, self.query_errors = [], {}
-        for entry in plan.queries:
-            try:
-                queries.append(query_properties(entry, schema))
-            except (ValueError, PredicateError) as exc:  # a bad query must not stop the others
-                self.query_errors[entry.id] = f"{type(exc).__name__}: {exc}"
-        others = []
-        for entry in plan.others:
-            try:
-                others.append(query_properties(entry, schema))
-            except (ValueError, PredicateError):  # reported by the evaluator it is placed on
-                pass
+        queries, others, aggregates, self.query_errors, self.aggregate_errors = plan_properties(plan, schema)
         by_id = {q.id: q for q in queries}
-        aggregates, self.aggregate_errors = [], {}
-        for agg in plan.aggregates:
-            try:
-                aggregates.append(aggregate_properties(agg, schema, by_id))
-            except (ValueError, PredicateError) as exc:
-                self.aggregate_errors[agg.id] = f"{type(exc).__name__}: {exc}"
         leaving = previous - set(by_id)
         narrow_now = plan.narrow != self._narrow and not fresh
         self._narrow = plan.narrow
         rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now, others=others)
         self.queries = by_id
         self.aggregates = {a.id: a for a in aggregates}
-        self._words = {bit: word for word, bit in self.engine.vocabulary.items()}
+        self._views.words = {bit: word for word, bit in self.engine.vocabulary.items()}
         self._views.clear()
         if fresh:
             self.engine.restore(self._stored_ops(schema), self._clock)
@@ -364,7 +404,8 @@ class StreamSession:
     # ----------------------------------------------------------- engine sinks
 
     def _on_change(self, qid: int, kind: str, result: Result) -> None:
-        view, view_json = self._view_json(qid, result)
+        assert self.engine is not None
+        view, view_json = self._views.of(self.engine, qid, result)
         payload = change_json("add" if kind == "add" else "remove", qid, self._seq, view_json)
         self._pending.setdefault(qid, []).append((kind, view.key, payload, self._seq))
         self.live_counts[qid] = self.live_counts.get(qid, 0) + (1 if kind == "add" else -1)
@@ -379,29 +420,8 @@ class StreamSession:
         self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
-        return self._view_json(qid, result)[0]
-
-    def _view_json(self, qid: int, result: Result) -> tuple[ResultView, str]:
-        """The result as shown for ``qid`` (values and the class's keyword hits) and its JSON, made once
-        per class and result for all the class's queries."""
         assert self.engine is not None
-        cls = self.engine.class_of[qid]
-        cached = self._views.get((result, cls.index))
-        if cached is not None:
-            return cached
-        rows = self.engine.store.rows
-        bits = getattr(cls, "keyword_bits", 0)
-        tuples = []
-        for relation, key in result.tuples:
-            row = rows[relation].get(key)
-            values = dict(row.values) if row is not None else {}
-            mask = row.mask & bits if row is not None else 0
-            hits = sorted(self._words[b] for b in range(mask.bit_length()) if mask >> b & 1)
-            tuples.append(TupleView(relation=relation, key=key, values=values, hits=hits))
-        edges = [((a[0], a[1]), (b[0], b[1]), fk) for a, b, fk in result.edges]
-        view = ResultView(key=result_key(result.tuples, result.edges), tuples=tuples, edges=edges)
-        made = self._views[(result, cls.index)] = (view, view.model_dump_json())
-        return made
+        return self._views.of(self.engine, qid, result)[0]
 
     # ----------------------------------------------------------- batches
 
