@@ -9,18 +9,15 @@ from collections import defaultdict
 from streaming.evaluator import EvaluatorRunner
 from streaming.events import BatchMetrics, DeadLetter
 from streaming.parsed import parse_stored_line
-from streaming.placement import Move, Placement, evaluator_plans, handoff_complete, place, units_of
 from streaming.schema import Schema
 from streaming.session import StreamSession, group_keywords
-from streaming.sharing.properties import QueryEntry
 from streaming.testing import MemoryBus, memory_ports
 from tests.streaming import test_placement as placement_case
-from tests.streaming.test_evaluator import LINES, OPS, SCHEMA, plan, query, reference
-from tests.streaming.test_evaluator import write_landing, landing_plan
+from tests.streaming.test_evaluator import LINES, OPS, SCHEMA, landing_plan, plan, query, reference, write_landing
 
 
-def rows_of(lines, plan_doc, schema_doc=SCHEMA):
-    schema = Schema.from_dict(schema_doc)
+def rows_of(lines, plan_doc):
+    schema = Schema.from_dict(SCHEMA)
     keywords = group_keywords(plan_doc)
     return [parse_stored_line(line, schema, keywords) for line in lines]
 
@@ -146,40 +143,21 @@ def test_a_lost_store_is_rebuilt_from_the_landing_files_in_memory(tmp_path):
 class MemoryPlacement(placement_case.Runner):
     """``test_placement.Runner`` on a memory bus: two evaluators, plans as the web tier writes them."""
 
-    def __init__(self) -> None:  # the same steps as the Redis runner's, on the memory bus
+    def __init__(self) -> None:
         self.memory = MemoryBus()
-        self.ids = [1, 2]
-        self.versions = {1: 0, 2: 0}
-        self.full = placement_case.full_plan()
-        schema = Schema.from_dict(placement_case.SCHEMA)
-        self.units = units_of([QueryEntry.model_validate(q) for q in placement_case.QUERIES], schema)
-        self.placement = place(self.units, {u.key: 1.0 for u in self.units}, self.ids, Placement())
-        self.write()
-        self.evaluators = {e: runner(self.memory, e) for e in self.ids}
-        self.fed = {e: 0 for e in self.ids}
+        super().__init__()
 
-    def write(self) -> None:
-        for e in self.ids:
-            self.versions[e] += 1
-        self.memory.plans.update(evaluator_plans(self.full, self.ids, self.placement, self.versions))
+    def evaluator(self, e: int) -> EvaluatorRunner:
+        return EvaluatorRunner(memory_ports(self.memory, e), e)
 
-    def feed(self, e: int, upto: int) -> None:
-        evaluator = self.evaluators[e]
-        if upto > self.fed[e]:
-            lines = placement_case.LINES[self.fed[e]:upto]
-            evaluator.apply_batch(0, rows_of(lines, self.memory.plans[e], placement_case.SCHEMA))
-            self.fed[e] = upto
+    def write_plan(self, e: int, plan: dict) -> None:
+        self.memory.plans[e] = plan
 
-    def try_finish(self) -> bool:
-        move = self.placement.move
-        assert move is not None
-        joined = self.memory.state(move.target).saved.joined
-        if not handoff_complete(move, joined, self.evaluators[move.source].applied_seq):
-            return False
-        assignment = dict(self.placement.assignment) | {q: move.target for q in move.queries}
-        self.placement = Placement(assignment, Move(move.queries, move.source, move.target, done=True))
-        self.write()
-        return True
+    def plan_of(self, e: int) -> dict:
+        return self.memory.plans[e]
+
+    def joined(self, e: int) -> dict[int, int]:
+        return self.memory.state(e).saved.joined
 
 
 def changes_by_seq(memory: MemoryBus, qid: int) -> list[tuple[int, str, str]]:
@@ -194,29 +172,14 @@ def test_a_class_moving_between_evaluators_in_memory_publishes_what_one_evaluato
     alone = runner(alone_bus, 9)
     lines = placement_case.LINES
     for start in range(0, len(lines), 50):
-        alone.apply_batch(0, rows_of(lines[start:start + 50], alone_bus.plans[9], placement_case.SCHEMA))
+        alone.apply_batch(0, placement_case.parse(alone_bus.plans[9], lines[start:start + 50]))
     queries = [q["id"] for q in placement_case.QUERIES]
     expected = {q: changes_by_seq(alone_bus, q) for q in queries}
     assert any(expected.values())
-    for unit_index, (size_a, size_b) in ((0, (40, 70)), (3, (90, 25))):
+    for unit_index, sizes, offset in ((0, {1: 40, 2: 70}, {1: 0, 2: 60}), (3, {1: 90, 2: 25}, {1: 30, 2: 0})):
         run = MemoryPlacement()
-        sizes = {1: size_a, 2: size_b}
-        step, moved, finished = 0, False, False
-        while min(run.fed.values()) < len(lines):
-            step += 1
-            for e in run.ids:
-                run.feed(e, min(len(lines), step * sizes[e]))
-            if not moved and max(run.fed.values()) >= 200:
-                move = run.start_move(unit_index)
-                moved = True
-            elif moved and not finished:
-                finished = run.try_finish()
-        for e in run.ids:  # an idle round: plans apply between batches
-            run.evaluators[e].apply_batch(0, [])
-        assert finished or run.try_finish()
+        placement_case.move_mid_stream(run, sizes, offset, 200, unit_index)
         assert {q: changes_by_seq(run.memory, q) for q in queries} == expected
-        assert all(q in run.evaluators[move.target].session.queries for q in move.queries)
-        assert all(q not in run.evaluators[move.source].session.queries for q in move.queries)
 
 
 def test_poison_ops_are_dead_letters_and_a_guarded_batch_names_its_op_until_done():
