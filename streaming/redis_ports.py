@@ -20,16 +20,11 @@ import redis
 from . import bus
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
-from .session import Change, SavedState, StateWrite, TupleId
+from .session import Change, SavedState, StateWrite
 
 __all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
 
 _PUBLISH_CHUNK = 2_000
-
-
-def _tuple_field(ident: TupleId) -> bytes:
-    """The tuple's field in the evaluator's Redis hash of stored tuples."""
-    return orjson.dumps(ident)
 
 
 class RedisStateStore:
@@ -60,13 +55,9 @@ class RedisStateStore:
 
     def save(self, write: StateWrite) -> None:
         """The changed tuples, the applied seq, the outbox, the aggregate windows and the clock in one MULTI."""
-        live: dict[bytes, str] = {}
-        gone: list[bytes] = []
-        for ident, line in write.tuples.items():
-            if line is None:
-                gone.append(_tuple_field(ident))
-            else:
-                live[_tuple_field(ident)] = line
+        dumps, tuples = orjson.dumps, write.tuples.items()
+        live = {dumps(ident): line for ident, line in tuples if line is not None}
+        gone = [dumps(ident) for ident, line in tuples if line is None]
         with self.client.pipeline(transaction=True) as pipe:
             if live:  # one HSET for the batch: a command per tuple cost more than the write itself
                 pipe.hset(self.tuples_key, mapping=live)

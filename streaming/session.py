@@ -175,15 +175,17 @@ class ResultViews:
     """Results as shown (values and the class's keyword hits) with their JSON, made once per class and
     result for all the class's queries; cleared when the batch is out or the plan changes."""
 
-    def __init__(self) -> None:
-        self.words: dict[int, str] = {}  # vocabulary bit -> keyword
+    def __init__(self, engine: SharedEngine) -> None:
+        self.engine = engine
+        self.words = {bit: word for word, bit in engine.vocabulary.items()}  # vocabulary bit -> keyword
         self._made: dict[tuple[Result, int], tuple[ResultView, str]] = {}  # (result, class) -> view, its JSON
 
     def clear(self) -> None:
         self._made.clear()
 
-    def of(self, engine: SharedEngine, qid: int, result: Result) -> tuple[ResultView, str]:
+    def of(self, qid: int, result: Result) -> tuple[ResultView, str]:
         """The result as shown for ``qid``, and its JSON."""
+        engine = self.engine
         cls = engine.class_of[qid]
         cached = self._made.get((result, cls.index))
         if cached is not None:
@@ -218,6 +220,8 @@ class StreamSession:
     Not thread-safe: its runner holds a lock around each call.
     """
 
+    _views: ResultViews  # made with the engine's vocabulary at each plan adopted (the sinks fire after)
+
     def __init__(self, sharing: str = "widen", clock: Callable[[], float] = time.time,
                  asc_sequence: str = "hybrid", asc_period: int = 10_000, asc_mu: float = 0.1):
         self.sharing = sharing
@@ -248,7 +252,6 @@ class StreamSession:
         self._pending: dict[int, list[Change]] = {}
         self._values: list[AggregateValue] = []
         self._items: list[SubscriptionResult] = []
-        self._views = ResultViews()
         self._dirty: set[TupleId] = set()
         self._trust_selection = False
         self._dropped = 0
@@ -300,8 +303,7 @@ class StreamSession:
         rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now, others=others)
         self.queries = by_id
         self.aggregates = {a.id: a for a in aggregates}
-        self._views.words = {bit: word for word, bit in self.engine.vocabulary.items()}
-        self._views.clear()
+        self._views = ResultViews(self.engine)  # the vocabulary may have changed
         if fresh:
             self.engine.restore(self._stored_ops(schema), self._clock)
             self.engine.restore_aggregates(self._saved_aggregates)
@@ -404,8 +406,7 @@ class StreamSession:
     # ----------------------------------------------------------- engine sinks
 
     def _on_change(self, qid: int, kind: str, result: Result) -> None:
-        assert self.engine is not None
-        view, view_json = self._views.of(self.engine, qid, result)
+        view, view_json = self._views.of(qid, result)
         payload = change_json("add" if kind == "add" else "remove", qid, self._seq, view_json)
         self._pending.setdefault(qid, []).append((kind, view.key, payload, self._seq))
         self.live_counts[qid] = self.live_counts.get(qid, 0) + (1 if kind == "add" else -1)
@@ -420,8 +421,7 @@ class StreamSession:
         self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
-        assert self.engine is not None
-        return self._views.of(self.engine, qid, result)[0]
+        return self._views.of(qid, result)[0]
 
     # ----------------------------------------------------------- batches
 
