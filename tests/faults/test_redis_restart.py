@@ -28,17 +28,14 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 
 import pytest
-from django.db import connection
 
 from kwmonitor.accounts.models import ApiToken
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
-from kwmonitor.streams.models import ResultEvent, Stream
+from kwmonitor.streams.models import Stream
 from kwmonitor.streams.supervisor import Supervisor
 from streaming import bus
 from streaming.ops import op_to_dict
@@ -46,61 +43,15 @@ from streaming.schema import Schema
 from streaming.sources import read_landing, split_seq
 from streaming.workloads import ecommerce
 from tests.browser.server import ROOT, asgi_server
-from tests.faults.reference import by_seq, change_of, live_after, reference_changes
+from tests.faults.pipeline import BODY, beat, check_feed, feed, history_of
+from tests.faults.reference import by_seq, reference_changes
 from tests.faults.services import COMPOSE_PERSISTENCE, MAKE_RUN_PERSISTENCE, OwnRedis
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 KEYWORDS, TMAX = "gift texas", 4
-OPS, BODY, PAUSE = 2400, 60, 0.05  # bodies of 60, one after the other
+OPS = 2400
 DOWN_FOR = 0.5
-
-
-def feed(base: str, stream: Stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]]) -> None:
-    """POST the lines in bodies, in order; a body answered 503 (or not answered) is sent again."""
-    for start in range(0, len(lines), BODY):
-        for at, reached in crashes:
-            if start == at:
-                reached.set()
-        body = "".join(line + "\n" for line in lines[start:start + BODY]).encode()
-        while True:
-            request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=body, method="POST", headers={
-                "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson"})
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    tally["accepted"] += json.loads(response.read())["accepted"]
-                    break
-            except urllib.error.HTTPError as exc:
-                assert exc.code == 503, exc.read()
-                tally["503"] += 1
-            except OSError:
-                tally["unanswered"] += 1
-            time.sleep(0.3)
-        time.sleep(PAUSE)
-
-
-def beat(client, stop: threading.Event, errors: Counter) -> None:
-    """What beat sends while the stream runs: supervision and history rounds (a round Redis fails is skipped)."""
-    persister, supervisor = HistoryPersister(client), Supervisor()
-    while not stop.wait(1.0):
-        for name, step in (("supervise", supervisor.supervise), ("persist", persister.run)):
-            try:
-                step()
-            except Exception:
-                errors[name] += 1
-    connection.close()
-
-
-def check_stretch(reference, snapshot: dict, changes: list[tuple[int, str, tuple]], last: bool) -> None:
-    """A snapshot and the changes after it equal the reference's live set then its changes (all of them if last)."""
-    at = snapshot["last_seq"] if snapshot["last_seq"] is not None else -1
-    assert {change_of(0, "add", r)[2] for r in snapshot["results"]} == live_after(reference, at)
-    got, want = by_seq(changes), by_seq([c for c in reference if c[0] > at])
-    assert len(got) <= len(want) and (len(got) == len(want) or not last)
-    for i, ((seq, group), (ref_seq, ref_group)) in enumerate(zip(got, want)):
-        assert seq == ref_seq, f"a change at seq {seq} where the reference has seq {ref_seq}"
-        whole = last or i < len(got) - 1  # the connection may have dropped within the last seq of a stretch
-        assert group == ref_group if whole else not group - ref_group, f"seq {seq}: {group} != {ref_group}"
 
 
 def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_schema, settings, tmp_path):
@@ -183,16 +134,9 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
     stored = [split_seq(line) for line in read_landing(settings.LANDING_DIR / str(stream.pk))]
     assert tally["accepted"] == OPS and stored == [(i, json.loads(line)) for i, line in enumerate(lines)]
 
-    history = [change_of(seq, kind, result) for seq, kind, result in
-               ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result")]
-    assert by_seq(history) == by_seq(reference)  # every change once, in its op, in seq order
+    assert by_seq(history_of(query)) == by_seq(reference)  # every change once, in its op, in seq order
 
-    messages = [json.loads(line) for line in feed_out.read_text().splitlines()]
-    starts = [i for i, m in enumerate(messages) if m["type"] == "snapshot"] + [len(messages)]
-    assert starts[0] == 0
-    for first, end in zip(starts, starts[1:]):
-        changes = [change_of(m["seq"], m["type"], m["result"]) for m in messages[first + 1:end]]
-        check_stretch(reference, messages[first], changes, last=end == len(messages))
+    snapshots = check_feed(reference, [json.loads(line) for line in feed_out.read_text().splitlines()])
     reconnects = (tmp_path / "feed.err").read_text().count("reconnecting")
     print(f"Redis SIGKILLed three times mid-stream, down {', '.join(f'{o:.1f}' for o in outages)} s, back as it was, "
           f"then empty twice; the evaluator held its state again {', '.join(f'{r:.1f}' for r in rebuilt)} s after "
@@ -201,8 +145,8 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
           f"{caught_up_after:.1f} s later; "
           f"{tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, all sent again; "
           f"{len(reference)} reference changes, all in history once; the feed client reconnected {reconnects} times "
-          f"and resynchronised from {len(starts) - 2} new snapshots, each stretch equal to the reference; "
+          f"and resynchronised from {snapshots - 1} new snapshots, each stretch equal to the reference; "
           f"beat rounds Redis failed: {dict(beat_errors)}")
     # the feed dropped with each crash and resumed: from its last id, a snapshot, or the start of the stream
     # published again when it held nothing yet
-    assert reconnects >= 3 and len(starts) - 1 >= 2
+    assert reconnects >= 3 and snapshots >= 2
