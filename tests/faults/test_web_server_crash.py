@@ -22,8 +22,6 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 
 import pytest
@@ -43,6 +41,7 @@ from tests.browser.server import ROOT, asgi_server
 from tests.faults.pipeline import (beat, check_feed, feed_in_process, history_of, wait_published, wait_running,
                                    wait_until)
 from tests.faults.reference import by_seq, reference_changes
+from tests.faults.services import answers, daphne_pid
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -90,29 +89,6 @@ class FeedClients:
         """Whether every client has received its query's change ``ids[query]`` (or one after it)."""
         return all(got and entry_id_order(got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0")
                    >= entry_id_order(ids[qid]) for (qid, _), got in self.messages.items())
-
-
-def daphne_pid(port: int) -> int:
-    """The pid of the daphne serving ``port`` (not the supervising script, whose command line names it too)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = open(f"/proc/{entry}/cmdline").read().split("\0")
-            except OSError:
-                continue
-            if "daphne" in argv and str(port) in argv and not any(a.endswith("keep_up.sh") for a in argv):
-                return int(entry)
-    raise LookupError(f"no daphne on port {port}")
-
-
-def answers(base: str) -> bool:
-    try:
-        urllib.request.urlopen(f"{base}/accounts/login/", timeout=2).close()
-    except urllib.error.HTTPError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def test_web_server_killed_with_50_clients_every_client_resumes(user, ecommerce_schema, redis_client, redis_url,
