@@ -1,37 +1,126 @@
 """The pipeline a fault test drives and checks: ops posted over HTTP, beat's rounds, the feed and history compared.
 
-A feeder posts the lines in bodies in order, sending a body again while the
-server answers 503 or does not answer (or ingests them in the test's process);
-beat's supervision and history rounds
-run in a thread; what a feed client printed and what history holds are held
-to the reference (``tests.faults.reference``) change by change.
+A fault test makes a stream with saved queries (:func:`fault_stream`: its
+lines and each query's reference), runs its evaluator under the supervisor
+with beat's supervision and history rounds in a thread (:func:`evaluated`),
+follows a query with the example feed client (:func:`followed`), and feeds
+the lines: posted in bodies in order, a body sent again while the server
+answers 503 or does not answer (:func:`feed`), or ingested in the test's
+process (:func:`feed_in_process`). What the feed client printed and what
+history holds are held to the reference (``tests.faults.reference``) change
+by change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 from django.db import connection
 
+from kwmonitor.accounts.models import ApiToken
 from kwmonitor.ingest.service import Ingestor
+from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
-from kwmonitor.streams.models import ResultEvent
+from kwmonitor.streams.models import ResultEvent, Stream
 from kwmonitor.streams.supervisor import Supervisor
 from streaming import bus
+from streaming.ops import op_to_dict
+from streaming.schema import Schema
 from streaming.sources import read_landing, split_seq
-from tests.faults.reference import Change, by_seq, change_of, live_after
+from streaming.workloads import ecommerce
+from tests.browser.server import ROOT
+from tests.faults.reference import Change, by_seq, change_of, live_after, reference_changes
 
-__all__ = ["BODY", "PAUSE", "feed", "feed_in_process", "beat", "check_stretch", "check_feed", "history_of", "wait_until", "applied_seq",
-           "wait_running", "wait_published", "check_landing"]
+__all__ = ["BODY", "PAUSE", "FaultStream", "fault_stream", "Evaluated", "evaluated", "followed", "feed",
+           "feed_in_process", "beat", "check_stretch", "check_feed", "history_of", "wait_until", "applied_seq",
+           "wait_running", "wait_published", "wait_followed", "check_landing"]
 
 BODY, PAUSE = 60, 0.05  # bodies of 60 lines, one after the other
+
+
+@dataclass
+class FaultStream:
+    """A stream of the demo schema with saved queries, the lines to send it and each query's reference."""
+
+    stream: Stream
+    queries: list[KeywordQuery]
+    token: str  # an API token of the queries' owner, for the feeds
+    lines: list[str]
+    references: dict[int, list[Change]]  # by query id
+    env: dict[str, str]  # what daphne needs to write where the test's evaluator reads
+
+
+def fault_stream(settings, tmp_path: Path, user, schema, keywords: Sequence[str], tmax: int, ops: int) -> FaultStream:
+    """A stream with a query per keyword set, its landing, checkpoints and logs under ``tmp_path``, and ``ops``
+    E-commerce lines (seed 11)."""
+    settings.LANDING_DIR = tmp_path / "landing"
+    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
+    settings.EVALUATOR_LOG_DIR = tmp_path / "log"
+    stream = Stream.objects.create(name="shop", schema=schema)
+    queries = [KeywordQuery.objects.create(owner=user, name=words, schema=schema, stream=stream, keywords=words,
+                                           tmax=tmax) for words in keywords]
+    _, token = ApiToken.issue(user, "faults")
+    lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(ops, seed=11).ops()]
+    reference_schema = Schema.from_dict(ecommerce.SCHEMA_DOC)
+    references = {q.pk: reference_changes(reference_schema, q.keywords, tmax, lines) for q in queries}
+    env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
+    return FaultStream(stream, queries, token, lines, references, env)
+
+
+@dataclass
+class Evaluated:
+    """The stream's running evaluator: its id, how long it took to run, the beat rounds that failed."""
+
+    evaluator_id: int
+    up_after: float = 0.0
+    beat_errors: Counter = field(default_factory=Counter)
+
+
+@contextlib.contextmanager
+def evaluated(client, stream: Stream) -> Iterator[Evaluated]:
+    """Start the stream's evaluator under the supervisor, wait for it to run, then run beat's rounds in a thread;
+    on the way out stop the rounds, then the evaluator."""
+    supervisor = Supervisor()
+    run = Evaluated(supervisor.start(stream.evaluator.pk).pk)
+    stop = threading.Event()
+    beating = threading.Thread(target=beat, args=(client, stop, run.beat_errors), daemon=True)
+    try:
+        run.up_after = wait_running(client, run.evaluator_id)
+        beating.start()
+        yield run
+    finally:
+        stop.set()
+        if beating.is_alive():
+            beating.join(timeout=30)
+        supervisor.stop(run.evaluator_id)
+
+
+@contextlib.contextmanager
+def followed(base: str, query: KeywordQuery, token: str, directory: Path) -> Iterator[Path]:
+    """``python -m kwmonitor.feed_client`` following the query's feed; yields the file of its output (NDJSON),
+    its complaints going to ``feed.err`` beside it."""
+    out = directory / "feed.ndjson"
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
+        cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=out.open("w"),
+        stderr=(directory / "feed.err").open("w"))
+    try:
+        yield out
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
 
 
 def feed(base: str, stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]],
@@ -132,15 +221,21 @@ def wait_running(client, evaluator_id: int, timeout: float = 300) -> float:
                       timeout, "the evaluator to run", every=0.5)
 
 
-def wait_published(client, evaluator_id: int, ops: int, queries_and_references: list[tuple[object, list[Change]]],
-                   timeout: float = 300) -> float:
-    """Wait for the evaluator to apply all ``ops`` and publish each query's last reference change."""
-    return wait_until(lambda: applied_seq(client, evaluator_id) >= ops - 1 and all(
-        int(client.get(bus.Keys.published_seq(query.pk)) or -1) >= reference[-1][0]
-        for query, reference in queries_and_references), timeout, "every op applied and its changes published", 0.5)
+def wait_published(client, evaluator_id: int, faulty: FaultStream, timeout: float = 300) -> float:
+    """Wait for the evaluator to apply every line and publish each query's last reference change."""
+    return wait_until(lambda: applied_seq(client, evaluator_id) >= len(faulty.lines) - 1 and all(
+        int(client.get(bus.Keys.published_seq(query.pk)) or -1) >= faulty.references[query.pk][-1][0]
+        for query in faulty.queries), timeout, "every op applied and its changes published", 0.5)
 
 
-def check_landing(landing_dir: Path, stream, lines: list[str], tally: Counter) -> None:
+def wait_followed(client, query: KeywordQuery, out: Path, timeout: float = 60) -> float:
+    """Wait for the feed client writing ``out`` to get the query's last published change."""
+    last_id = client.xrevrange(bus.Keys.changes(query.pk), count=1)[0][0]
+    return wait_until(lambda: last_id in out.read_text(), timeout, "the feed client to get the last change", 0.3)
+
+
+def check_landing(landing_dir: Path, faulty: FaultStream, tally: Counter) -> None:
     """Every line was accepted once and stored once, line i with seq i."""
-    stored = [split_seq(line) for line in read_landing(landing_dir / str(stream.pk))]
-    assert tally["accepted"] == len(lines) and stored == [(i, json.loads(line)) for i, line in enumerate(lines)]
+    stored = [split_seq(line) for line in read_landing(landing_dir / str(faulty.stream.pk))]
+    assert tally["accepted"] == len(faulty.lines)
+    assert stored == [(i, json.loads(line)) for i, line in enumerate(faulty.lines)]

@@ -17,7 +17,6 @@ must hold changes published while the server was down and after it came back.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import threading
@@ -26,21 +25,14 @@ from collections import Counter
 
 import pytest
 
-from kwmonitor.accounts.models import ApiToken
 from kwmonitor.dashboard.feeds import entry_id_order
 from kwmonitor.feed_client import follow
-from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
-from kwmonitor.streams.models import Stream
-from kwmonitor.streams.supervisor import Supervisor
 from streaming import bus
-from streaming.ops import op_to_dict
-from streaming.schema import Schema
-from streaming.workloads import ecommerce
 from tests.browser.server import ROOT, asgi_server
-from tests.faults.pipeline import (beat, check_feed, feed_in_process, history_of, wait_published, wait_running,
+from tests.faults.pipeline import (check_feed, evaluated, fault_stream, feed_in_process, history_of, wait_published,
                                    wait_until)
-from tests.faults.reference import by_seq, reference_changes
+from tests.faults.reference import by_seq
 from tests.faults.services import answers, daphne_pid
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -52,7 +44,8 @@ BACKOFF_MAX = 15.0  # LiveFeed's cap
 
 
 class FeedClients:
-    """Feed clients following queries in one event loop (a thread); each message kept with when it came."""
+    """Feed clients following queries in one event loop (a thread), from entering to leaving; each message kept
+    with when it came."""
 
     def __init__(self, base: str, token: str, query_ids: list[int], per_query: int) -> None:
         self.urls = {(qid, n): f"{base.replace('http', 'ws')}/ws/queries/{qid}/"
@@ -63,9 +56,14 @@ class FeedClients:
         self._thread = threading.Thread(target=asyncio.run, args=(self._run(),), daemon=True)
         self._started = threading.Event()
 
-    def start(self) -> None:
+    def __enter__(self) -> "FeedClients":
         self._thread.start()
         assert self._started.wait(30)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
 
     async def _run(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -81,10 +79,6 @@ class FeedClients:
     def _emitter(self, key):
         return lambda message: self.messages[key].append((time.monotonic(), message))
 
-    def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=30)
-
     def holding(self, ids: dict[int, str]) -> bool:
         """Whether every client has received its query's change ``ids[query]`` (or one after it)."""
         return all(got and entry_id_order(got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0")
@@ -94,59 +88,36 @@ class FeedClients:
 def test_web_server_killed_with_50_clients_every_client_resumes(user, ecommerce_schema, redis_client, redis_url,
                                                                  settings, tmp_path):
     assert "scripts/keep_up.sh .venv/bin/daphne" in (ROOT / "scripts/run.sh").read_text()
-    settings.LANDING_DIR = tmp_path / "landing"
-    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
-    settings.EVALUATOR_LOG_DIR = tmp_path / "log"
-    stream = Stream.objects.create(name="shop", schema=ecommerce_schema)
-    queries = [KeywordQuery.objects.create(owner=user, name=keywords, schema=ecommerce_schema, stream=stream,
-                                           keywords=keywords, tmax=TMAX) for keywords in QUERIES]
-    _, token = ApiToken.issue(user, "faults")
-    lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(OPS, seed=11).ops()]
-    schema = Schema.from_dict(ecommerce.SCHEMA_DOC)
-    references = {q.pk: reference_changes(schema, q.keywords, TMAX, lines) for q in queries}
+    faulty = fault_stream(settings, tmp_path, user, ecommerce_schema, QUERIES, TMAX, OPS)
+    queries, references = faulty.queries, faulty.references
     client = bus.connect(redis_url)
-    supervisor = Supervisor()
     tally: Counter = Counter()
-    beat_errors: Counter = Counter()
-    env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
-    stop_beat = threading.Event()
-    with asgi_server(redis_url, extra_env=env, under=[str(ROOT / "scripts/keep_up.sh")]) as base:
+    with asgi_server(redis_url, extra_env=faulty.env, under=[str(ROOT / "scripts/keep_up.sh")]) as base, \
+            evaluated(client, faulty.stream) as run, \
+            FeedClients(base, faulty.token, [q.pk for q in queries], CLIENTS_PER_QUERY) as clients:
         port = int(base.rpartition(":")[2])
-        evaluator = supervisor.start(stream.evaluator.pk)
-        clients = FeedClients(base, token, [q.pk for q in queries], CLIENTS_PER_QUERY)
-        beating = threading.Thread(target=beat, args=(client, stop_beat, beat_errors), daemon=True)
-        feeder = threading.Thread(target=feed_in_process, args=(stream, lines, tally, PAUSE), daemon=True)
-        try:
-            up_after = wait_running(client, evaluator.pk)
-            beating.start()
-            clients.start()
-            wait_until(lambda: all(got for got in clients.messages.values()), 60, "every client's snapshot")
-            feeder.start()
-            wait_until(lambda: tally["accepted"] >= OPS // 3, 120, "a third of the stream ingested")
-            killed_pid, accepted_at_kill = daphne_pid(port), tally["accepted"]
-            killed_at, killed_wall = time.monotonic(), time.time()
-            os.kill(killed_pid, signal.SIGKILL)
-            wait_until(lambda: not answers(base), 10, "the killed server to stop answering", every=0.05)
-            back_after = wait_until(lambda: answers(base), 60, "the web server to come back", every=0.1)
-            back_wall = time.time()
-            assert daphne_pid(port) != killed_pid
-            for q in queries:  # every client must get a change published after the server came back
-                wait_until(lambda: client.xrange(bus.Keys.changes(q.pk), min=f"{int(back_wall * 1000)}"), 120,
-                           f"a change of {q.keywords!r} after the restart")
-            newest = {q.pk: client.xrevrange(bus.Keys.changes(q.pk), count=1)[0][0] for q in queries}
-            wait_until(lambda: clients.holding(newest), 120, "every client to resume")
-            resumed_after = time.monotonic() - killed_at
-            feeder.join(timeout=300)
-            assert not feeder.is_alive()
-            wait_published(client, evaluator.pk, OPS, [(q, references[q.pk]) for q in queries])
-            newest = {q.pk: client.xrevrange(bus.Keys.changes(q.pk), count=1)[0][0] for q in queries}
-            wait_until(lambda: clients.holding(newest), 60, "every client to get its query's last change")
-        finally:
-            stop_beat.set()
-            if beating.is_alive():
-                beating.join(timeout=30)
-            clients.stop()
-            supervisor.stop(stream.evaluator.pk)
+        feeder = threading.Thread(target=feed_in_process, args=(faulty.stream, faulty.lines, tally, PAUSE), daemon=True)
+        wait_until(lambda: all(got for got in clients.messages.values()), 60, "every client's snapshot")
+        feeder.start()
+        wait_until(lambda: tally["accepted"] >= OPS // 3, 120, "a third of the stream ingested")
+        killed_pid, accepted_at_kill = daphne_pid(port), tally["accepted"]
+        killed_at, killed_wall = time.monotonic(), time.time()
+        os.kill(killed_pid, signal.SIGKILL)
+        wait_until(lambda: not answers(base), 10, "the killed server to stop answering", every=0.05)
+        back_after = wait_until(lambda: answers(base), 60, "the web server to come back", every=0.1)
+        back_wall = time.time()
+        assert daphne_pid(port) != killed_pid
+        for q in queries:  # every client must get a change published after the server came back
+            wait_until(lambda: client.xrange(bus.Keys.changes(q.pk), min=f"{int(back_wall * 1000)}"), 120,
+                       f"a change of {q.keywords!r} after the restart")
+        newest = {q.pk: client.xrevrange(bus.Keys.changes(q.pk), count=1)[0][0] for q in queries}
+        wait_until(lambda: clients.holding(newest), 120, "every client to resume")
+        resumed_after = time.monotonic() - killed_at
+        feeder.join(timeout=300)
+        assert not feeder.is_alive()
+        wait_published(client, run.evaluator_id, faulty)
+        newest = {q.pk: client.xrevrange(bus.Keys.changes(q.pk), count=1)[0][0] for q in queries}
+        wait_until(lambda: clients.holding(newest), 60, "every client to get its query's last change")
     HistoryPersister(client).run()
 
     assert not clients.errors, clients.errors
@@ -162,10 +133,10 @@ def test_web_server_killed_with_50_clients_every_client_resumes(user, ecommerce_
         firsts_after.append(min(t for t, _ in got if t > killed_at) - killed_at)
     for q in queries:
         assert by_seq(history_of(q)) == by_seq(references[q.pk])
-    print(f"evaluator up in {up_after:.1f} s; daphne SIGKILLed with {len(clients.messages)} clients connected and "
+    print(f"evaluator up in {run.up_after:.1f} s; daphne SIGKILLed with {len(clients.messages)} clients connected and "
           f"{accepted_at_kill} of {OPS} ops ingested; it answered again {back_after:.1f} s later (keep_up.sh); "
           f"{sum(outage.values())} changes published while it was down; each client's first message after the kill "
           f"came {min(firsts_after):.1f}-{max(firsts_after):.1f} s after it, and every client held a change published after the "
           f"restart {resumed_after:.1f} s after it; every client's output equals its "
           f"query's reference under one snapshot ({sum(len(r) for r in references.values())} reference changes over "
-          f"{len(queries)} queries); history equal; beat rounds that failed: {dict(beat_errors)}")
+          f"{len(queries)} queries); history equal; beat rounds that failed: {dict(run.beat_errors)}")
