@@ -179,7 +179,8 @@ def daphne_pid(port: int) -> int:
                 argv = open(f"/proc/{entry}/cmdline").read().split("\0")
             except OSError:
                 continue
-            if "daphne" in argv and str(port) in argv and not any(a.endswith("keep_up.sh") for a in argv):
+            serving = any(a == "daphne" or a.endswith("/daphne") for a in argv) and str(port) in argv
+            if serving and not any(a.endswith("keep_up.sh") for a in argv):
                 return int(entry)
     raise LookupError(f"no daphne on port {port}")
 
