@@ -8,11 +8,11 @@ executor on each worker), daphne serving ingest and the feed, beat's rounds,
 and the example feed client following the query. A feeder posts 2,400 ops over
 HTTP once each executor has finished a task (the evaluator's warm-up). Once a
 third of them is sent, the test watches the executors' logs and SIGKILLs the
-JVM of the worker whose executor runs a task (started and not finished). The worker's executor, which watches its worker, then exits
-with its Python workers; the driver loses the executor and runs the lost task
-again on the other one. The reference is the
-query's changes over the lines sent; the landing files, the history and the
-feed client's output are held to it change by change.
+JVM of the worker whose executor runs a task (started and not finished). That
+executor, which watches its worker, then exits with its Python workers; the
+driver loses it and runs the lost task again on the other one. The reference
+is the query's changes over the lines sent; the landing files, the history and
+the feed client's output are held to it change by change.
 """
 
 from __future__ import annotations
