@@ -207,7 +207,7 @@ def test_a_landing_file_archived_by_another_consumer_meanwhile_is_left_out(tmp_p
         newest.unlink()
         return iter(entries)
 
-    monkeypatch.setattr(sources.os, "scandir", archived_after_listing)
+    monkeypatch.setattr(os, "scandir", archived_after_listing)
     newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
     assert sources.landing_files_through(tmp_path, 4) == [sources.landing_file_name(0)]
     newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
