@@ -51,7 +51,7 @@ def persist_history() -> dict:
 
 @shared_task(name="kwmonitor.streams.tasks.prune_landing_archives")
 def prune_landing_archives() -> dict:
-    """Delete archived landing files older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
+    """Delete archived landing files, raw and derived, older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
     hours = settings.LANDING_ARCHIVE_HOURS
     if hours <= 0:
         return {}

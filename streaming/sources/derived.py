@@ -6,6 +6,13 @@ per batch of the raw source, named by the batch's first seq (docs/scaling.md,
 and archived like it. A plan's derived source carries its raw source under
 ``raw``: the pre-processor reads that one. The records are decoded on the
 driver (:class:`DerivedReader`), not parsed again by the executors.
+
+Its archive is pruned by age like the landing archive (the same
+``LANDING_ARCHIVE_HOURS``): nothing reads it again. A lost evaluator state is
+never rebuilt from the derived stream (:meth:`DerivedSource.replay`) but from
+the raw landing directory, whose own archive and pruned mark
+(``refuse_pruned``) it leaves alone; the pre-processor never writes a file
+again at or below its last derived seq, so no pruned file comes back.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from streaming.preprocess import derived_rows
 from streaming.schema import Schema
 from streaming.seqs import applied_seq_of
 
-from .landing import committed_landing_lines, landing_reader
+from .landing import committed_landing_lines, landing_reader, prune_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,6 +96,10 @@ class DerivedSource:
         """The plan's source: the derived directory read by ``consumers``, over the ``raw`` source."""
         return {"kind": self.name, "path": str(derived_directory(landing_root, stream_id).resolve()),
                 "consumers": consumers, "consumers_key": Keys.landing_consumers(stream_id, "derived"), "raw": raw}
+
+    def prune(self, stream_id: int, landing_root: str | Path, keep_seconds: float, now: float) -> int:
+        """Delete the derived directory's archived files older than ``keep_seconds``; how many."""
+        return prune_archive(derived_directory(landing_root, stream_id), keep_seconds, now)
 
     def reader(self, spark: "SparkSession", source: dict[str, Any], redis_url: str,
                applied_key: str | None) -> "DataStreamReader":

@@ -120,5 +120,9 @@ def input_seq(client: redis.Redis, stream_id: int, source: dict[str, Any]) -> in
 def prune_archives(source_kind: str, stream_id: int, landing_root: str | Path, keep_seconds: float,
                    now: float) -> int | None:
     """Delete a stream's archived ops older than ``keep_seconds`` before ``now``; how many files (None: its
-    source keeps no archive)."""
-    return stream_kind(source_kind).prune(stream_id, landing_root, keep_seconds, now)
+    source keeps no archive). A source that keeps one lands in a directory, which a pre-processor may read:
+    the derived stream's archive is pruned with it."""
+    own = stream_kind(source_kind).prune(stream_id, landing_root, keep_seconds, now)
+    if own is None:
+        return None
+    return own + DERIVED.prune(stream_id, landing_root, keep_seconds, now)
