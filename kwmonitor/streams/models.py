@@ -152,12 +152,14 @@ class Stream(models.Model):
     @property
     def is_captured(self) -> bool:
         """Ops come from a PostgreSQL publication's capture, which is the stream's only writer."""
-        return stream_kind(self.source_kind).captured
+        kind = STREAM_KINDS.get(self.source_kind)  # None: a value the field's validation refuses
+        return kind is not None and kind.captured
 
     @property
     def has_landing_directory(self) -> bool:
         """Its ops are read from a landing directory (written by the ingest or by the capture)."""
-        return stream_kind(self.source_kind).has_landing_directory
+        kind = STREAM_KINDS.get(self.source_kind)
+        return kind is not None and kind.has_landing_directory
 
     def source_dsn(self) -> str:
         """The PostgreSQL source's DSN, from its environment variable; :class:`ValueError` if unset."""
