@@ -78,10 +78,10 @@ from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
-from .sources import landing_pruned, line_seq, read_landing
+from .sources import input_kind
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "group_keywords", "refuse_pruned", "GroupEvaluator"]
+__all__ = ["ParseSpec", "group_keywords", "GroupEvaluator"]
 
 _PUBLISH_CHUNK = 2_000
 _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
@@ -108,14 +108,6 @@ def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str
     if isinstance(plan, dict):
         return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
     return frozenset(k.casefold() for q in plan.queries for k in q.keywords)
-
-
-def refuse_pruned(evaluator_id: int, directory: str) -> None:
-    """Raise ``RuntimeError`` if the landing directory no longer holds every op from the first: a lost state
-    cannot be rebuilt from it."""
-    if landing_pruned(directory):
-        raise RuntimeError(f"evaluator {evaluator_id}: its state in Redis is lost and archived landing files were "
-                           "deleted (LANDING_ARCHIVE_HOURS), so it cannot be rebuilt: reset the stream")
 
 
 def _tuple_key(relation: str, key: Any) -> bytes:
@@ -321,12 +313,11 @@ class GroupEvaluator:
         """Redis lost this evaluator's state: rebuild it from every stored op it had applied."""
         assert self.plan is not None
         source = self.plan.stream.source
-        if source.get("kind") != "landing":
+        lines = input_kind(source).replay(source, self.evaluator_id, self.applied_seq)
+        if lines is None:
             raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
                                f"({source.get('kind')}) cannot be read again from the first op")
-        refuse_pruned(self.evaluator_id, source["path"])
-        upto = self.applied_seq
-        self.rebuild([line for line in read_landing(source["path"]) if line_seq(line) <= upto])
+        self.rebuild(lines)
 
     def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> None:
         """Record the seq each query handed over to this evaluator joined at (in the state hash, for
