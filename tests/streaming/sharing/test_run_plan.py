@@ -127,7 +127,8 @@ def test_the_cli_writes_one_file_per_query_equal_across_modes_and_to_run(tmp_pat
         assert proc.stderr.count("\n") == 3  # the example's three bad ops
         outputs[mode] = {p.name: p.read_text() for p in out.glob("*.ndjson")}
         stats = json.loads((out / "stats.json").read_text())
-        for field in ("sharing", "classes", "queries_sharing", "lattices", "store_tuples_peak", "cpu_s", "us_per_op"):
+        for field in ("sharing", "classes", "queries_sharing", "lattices", "store_tuples_peak", "cpu_s", "us_per_op",
+                      "plan_cpu_s", "output_cpu_s"):
             assert field in stats
     assert outputs["none"] == outputs["match"] == outputs["widen"]
     assert sorted(outputs["widen"]) == ["aggregate-9.ndjson", "query-1.ndjson", "query-2.ndjson",
