@@ -55,6 +55,8 @@ __all__ = [
     "STREAM_REPLAY",
     "STREAM_REPLAY_MAX",
     "StreamInfo",
+    "continues",
+    "entries_after",
     "entry_id_order",
     "is_entry_id",
     "query_messages",
@@ -145,8 +147,10 @@ async def _followed(follower: Followed, cursor: str) -> AsyncIterator[Batch]:
         cursor = batch.entries[-1][0]
 
 
-def _resumable(info: StreamInfo | None, cursor: str) -> bool:
-    return cursor == "0-0" if info is None else info.can_resume_from(cursor)
+def continues(info: StreamInfo | None, held: bool, cursor: str) -> bool:
+    """Whether entries read after ``cursor`` (:func:`entries_after`) are all that came after it: the stream
+    still holds ``cursor`` and nothing after it was trimmed or deleted."""
+    return held and (cursor == "0-0" if info is None else info.can_resume_from(cursor))
 
 
 async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
@@ -159,10 +163,10 @@ async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
     return snapshot_of(query_id, values, newest, config)
 
 
-async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None, bool]:
-    """Up to BATCH changes after ``cursor`` together with the horizon they were read at, and whether the
-    stream still holds the entry ``cursor`` names ("0-0" names none)."""
-    key = Keys.changes(query_id)
+async def entries_after(client: Redis, key: str, cursor: str) -> tuple[list[Any], StreamInfo | None, bool]:
+    """Up to BATCH entries of the Redis stream ``key`` after ``cursor`` together with the horizon they were
+    read at (None: no such stream), and whether the stream still holds the entry ``cursor`` names ("0-0"
+    names none), in one MULTI/EXEC."""
     async with client.pipeline(transaction=True) as pipe:
         pipe.xrange(key, min=f"({cursor}", count=BATCH)
         pipe.xinfo_stream(key)
@@ -195,8 +199,8 @@ async def query_messages(
             snapshot = await read_snapshot(client, query_id)
             yield snapshot.model_dump(mode="json")
             cursor = snapshot.last_id
-        entries, info, held = await _changes_after(client, query_id, cursor)
-        if not held or not _resumable(info, cursor):
+        entries, info, held = await entries_after(client, Keys.changes(query_id), cursor)
+        if not continues(info, held, cursor):
             if cursor != after:
                 logger.warning("query %s: reader at %s fell behind the change stream; resending a snapshot", query_id, cursor)
             cursor = None

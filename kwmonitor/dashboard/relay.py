@@ -3,15 +3,16 @@
 The feeds of one Redis stream (a query's change stream, a stream's events, a
 WXQuery subscription's results) that are open in one web process follow it
 through one relay instead of a blocking read each: the relay reads the stream
-on a connection of its own (a blocking ``XREAD``, then the new entries in one
-MULTI/EXEC with a check that the entry it read last is still there) and hands
-every batch, with the id of the entry before it, to each follower's queue. A
-feed whose cursor is that id takes the batch as it is; a feed whose cursor is
-elsewhere (it was still reading its snapshot, or fell behind) reads what it
-lacks from the Redis stream itself (:mod:`.feeds`), so no feed misses an entry
-or gets one twice. When Redis lost the stream (the entry read last is gone)
-the relay hands on a reset, and every follower reads from the stream itself,
-which answers a query feed with a new snapshot as before.
+on a connection of its own (a blocking ``XREAD``, then the new entries with
+the stream's horizon in one MULTI/EXEC, as a query feed reads its changes)
+and hands every batch, with the id of the entry before it, to each
+follower's queue. A feed whose cursor is that id takes the batch as it is; a
+feed whose cursor is elsewhere (it was still reading its snapshot, or fell
+behind) reads what it lacks from the Redis stream itself (:mod:`.feeds`), so
+no feed misses an entry or gets one twice. When entries after the one the
+relay read last were trimmed or deleted, or Redis lost the stream, the relay
+hands on a reset and every follower reads from the stream itself, which
+answers a query feed with a new snapshot as before.
 
 A slow follower never holds the others back: a follower's queue holds at
 most ``FOLLOWER_BATCHES`` batches; one more and its queue is emptied and
@@ -37,7 +38,7 @@ import weakref
 from django.conf import settings
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from .feeds import BATCH, BLOCK_MS, Batch, entry_id_order
+from .feeds import BLOCK_MS, Batch, continues, entries_after, entry_id_order
 
 __all__ = ["Follower", "FOLLOWER_BATCHES", "READ_CONNECTIONS", "READS_CLIENT_NAME", "RELAY_CLIENT_NAME", "Relays",
            "relays"]
@@ -100,34 +101,26 @@ class _Relay:
         self.client = Redis.from_url(settings.REDIS_URL, decode_responses=True, socket_keepalive=True,
                                      socket_timeout=BLOCK_MS / 1000 + 10, client_name=RELAY_CLIENT_NAME)
 
-    async def _read(self, last: str) -> tuple[list[tuple[str, dict[str, str]]], bool, str]:
-        """Entries after ``last``, whether the stream still holds ``last`` and its newest id, in one MULTI/EXEC."""
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xrange(self.key, min=f"({last}", count=BATCH)
-            pipe.xrevrange(self.key, count=1)
-            if last != "0-0":
-                pipe.xrange(self.key, min=last, max=last, count=1)
-            entries, newest, *at = await pipe.execute()
-        return entries, not at or bool(at[0]), newest[0][0] if newest else "0-0"
+    async def _newest(self) -> str:
+        newest = await self.client.xrevrange(self.key, count=1)
+        return newest[0][0] if newest else "0-0"
 
     async def run(self) -> None:
         try:
-            newest = await self.client.xrevrange(self.key, count=1)
-            last = newest[0][0] if newest else "0-0"
+            last = await self._newest()
             self.started.set()
             while True:
-                entries, held, newest_id = await self._read(last)
-                if not held:  # Redis lost the stream: every follower reads it again itself
+                entries, info, held = await entries_after(self.client, self.key, last)
+                if not continues(info, held, last):  # trimmed, deleted or lost after `last`: they read it themselves
                     for follower in list(self.followers):
                         follower._hand(_RESET)
-                    last = newest_id
-                    continue
-                if entries:
+                    last, entries = await self._newest(), []
+                elif entries:
                     batch = Batch(last, entries, {})
                     for follower in list(self.followers):
                         follower._hand(batch)
                     last = entries[-1][0]
-                else:
+                if not entries:
                     await self.client.xread({self.key: last}, count=1, block=BLOCK_MS)
         except asyncio.CancelledError:
             raise
