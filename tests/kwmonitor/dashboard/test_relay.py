@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any, AsyncIterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kwmonitor.dashboard import feeds, relay
 from kwmonitor.dashboard.relay import READS_CLIENT_NAME, RELAY_CLIENT_NAME, relays
@@ -117,3 +120,59 @@ def test_a_followed_stream_that_redis_lost_gets_a_new_snapshot(redis_client):
     assert len(snapshot["results"]) == 3
     assert message["type"] == "snapshot" and len(message["results"]) == 4
     assert message["last_id"] == stream_ids(redis_client, q)[-1]
+
+
+_QUERY_IDS = itertools.count(100)
+
+
+def unread(held: list[dict[str, Any]], published: int) -> int:
+    """Changes published but neither in the feed's snapshot nor read from it since (every change adds one)."""
+    return published - len(held[0]["results"]) - (len(held) - 1)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 6)), min_size=1, max_size=6),
+       bound=st.integers(1, 3), joins_at=st.integers(0, 5))
+def test_feeds_following_one_relay_get_the_change_stream_exactly(redis_client, steps, bound, joins_at):
+    """Whatever the publishing and reading pace, the queue bound and when a second feed joins, each feed is
+    its snapshot's id followed by every later entry of the change stream, once and in order."""
+    q = next(_QUERY_IDS)
+    kept = relay.FOLLOWER_BATCHES
+    relay.FOLLOWER_BATCHES = bound
+
+    async def run():
+        process = relays()
+        feeds_, followers, got = [], [], []
+
+        async def join():
+            follower = await process.follow(bus.Keys.changes(q))
+            followers.append(follower)
+            feeds_.append(feeds.query_messages(process.reads(), q, follower=follower))
+            got.append(await take(feeds_[-1], 1))
+
+        await join()
+        published = seq = 0
+        for step, (publish, read) in enumerate(steps):
+            if step == joins_at:
+                await join()
+            for _ in range(publish):
+                seq += 1
+                bus.publish_changes(redis_client, q, [added(q, seq)])
+            published += publish
+            for messages, held in zip(feeds_, got):
+                held.extend(await take(messages, min(read, unread(held, published))))
+        for messages, held in zip(feeds_, got):
+            held.extend(await take(messages, unread(held, published)))
+        for messages, follower in zip(feeds_, followers):
+            await messages.aclose()
+            await follower.close()
+        return got
+
+    try:
+        got = asyncio.run(run())
+    finally:
+        relay.FOLLOWER_BATCHES = kept
+    ids = stream_ids(redis_client, q)
+    for snapshot, *changes in got:
+        start = ids.index(snapshot["last_id"]) + 1 if snapshot["last_id"] != "0-0" else 0
+        assert [c["id"] for c in changes] == ids[start:]
