@@ -1,7 +1,7 @@
 """Every query of a plan gets, in every sharing mode, exactly what it gets when it runs alone.
 
 The reference is the single-query engine (``python -m streaming run`` with
-``--predicate``: :class:`~streaming.selected.SelectedQuery`), itself checked
+``--predicate``: :class:`~streaming.query_alone.SelectedQuery`), itself checked
 against the brute-force enumerator. Random schemas have parallel FKs and a
 self-reference; random streams have deletes (of live and of missing keys),
 late ops, clock jumps and window expiries. The one deliberate difference is
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from streaming.asc.predicates import parse_predicate
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.selected import SelectedQuery
+from streaming.query_alone import SelectedQuery
 from streaming.sharing.properties import SharingPlan
 from streaming.sharing.runner import MODES, PlanRun
 from tests.streaming.sharing.strategies import plan_windows, plans, schema_docs, streams
