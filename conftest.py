@@ -3,7 +3,7 @@
 Tests use the real Redis of ``REDIS_URL`` but on another database number
 (``TEST_REDIS_URL``, by default the same server's db 1), flushed before each
 test that asks for it; the settings are pointed at it here, before any test
-runs, so the channel layer, Celery and the bus client all use it.
+runs, so Celery and the bus client all use it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ def _use_test_redis(url: str) -> None:
     from kwmonitor.celery import app
 
     settings.REDIS_URL = url
-    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [url]
     settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = url
     app.conf.broker_url = app.conf.result_backend = url
 

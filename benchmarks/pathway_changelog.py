@@ -35,7 +35,7 @@ from streaming.clock import ClockGuard
 from streaming.engine import StreamEngine
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.selected import verdict_store
+from streaming.query_alone import verdict_store
 from streaming.window import LiveTuple
 
 __all__ = ["WINDOW_MODES", "ChangelogError", "data_time", "tick_time", "seq_of_time", "write_changelog"]

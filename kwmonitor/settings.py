@@ -175,14 +175,9 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-# Redis: the bus between evaluators and the web tier, the channel layer and the Celery broker.
+# Redis: the bus between evaluators and the web tier (the live feeds follow its streams, no channel layer:
+# benchmarks/results/README.md, "Live feeds") and the Celery broker.
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
-    }
-}
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL

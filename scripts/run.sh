@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: bring the E-commerce demo up on this machine and keep it up until Ctrl-C.
 # Redis (started if none answers), migrations, the demo schema/user/stream/queries, then
-# daphne (web), a Celery worker and beat, the demo stream's evaluator and a feeder sending
+# daphne (web, started again if it dies), a Celery worker and beat, the demo stream's evaluator and a feeder sending
 # the demo feed into the stream until stopped. Logs go to $VAR_DIR/log/ (those of the previous LOG_KEEP runs are kept as
 # NAME.log.1, .2, ...). Ctrl-C (or SIGTERM) stops everything
 # started here, every evaluator of this installation included (with their Spark JVMs), and says so.
@@ -94,7 +94,8 @@ fi
 # Every setting this run uses goes into the env file, so a component started by hand (README) gets the same.
 $PY manage.py save_run_settings SPARK_LOCAL_IP KW_DSN_DEMO
 
-start "the web server" "$VAR/log/web.log" .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
+# The web server is started again whenever it dies (scripts/keep_up.sh; docs/ops.md "Crashes").
+start "the web server" "$VAR/log/web.log" scripts/keep_up.sh .venv/bin/daphne -b "$HOST" -p "$PORT" kwmonitor.asgi:application
 start "the Celery worker" "$VAR/log/worker.log" .venv/bin/celery -A kwmonitor worker --loglevel INFO --concurrency 2
 start "Celery beat" "$VAR/log/beat.log" .venv/bin/celery -A kwmonitor beat --loglevel INFO --schedule "$VAR/celerybeat-schedule"
 

@@ -54,20 +54,12 @@ from .schema import Schema
 from .session import ParseSpec, PlanChange, StreamSession, group_keywords
 from .sharing.engine import SharedEngine
 from .sharing.properties import EvaluatorPlan
-from .sources import landing_pruned, line_seq, read_landing
+from .sources import input_kind
 
-__all__ = ["ParseSpec", "group_keywords", "refuse_pruned", "EvaluatorRunner", "GroupEvaluator"]
+__all__ = ["ParseSpec", "group_keywords", "EvaluatorRunner", "GroupEvaluator"]
 
 _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
 _REPORT_SECONDS = 10.0
-
-
-def refuse_pruned(evaluator_id: int, directory: str) -> None:
-    """Raise ``RuntimeError`` if the landing directory no longer holds every op from the first: a lost state
-    cannot be rebuilt from it."""
-    if landing_pruned(directory):
-        raise RuntimeError(f"evaluator {evaluator_id}: its state in Redis is lost and archived landing files were "
-                           "deleted (LANDING_ARCHIVE_HOURS), so it cannot be rebuilt: reset the stream")
 
 
 class EvaluatorRunner:
@@ -230,12 +222,11 @@ class EvaluatorRunner:
         """The store lost this evaluator's state: rebuild it from every stored op it had applied."""
         assert self.plan is not None
         source = self.plan.stream.source
-        if source.get("kind") != "landing":
+        lines = input_kind(source).replay(source, self.evaluator_id, self.applied_seq)
+        if lines is None:
             raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
                                f"({source.get('kind')}) cannot be read again from the first op")
-        refuse_pruned(self.evaluator_id, source["path"])
-        upto = self.applied_seq
-        self.rebuild([line for line in read_landing(source["path"]) if line_seq(line) <= upto])
+        self.rebuild(lines)
 
     # ----------------------------------------------------------- batches
 

@@ -21,7 +21,7 @@ from itertools import product
 from typing import Any, Iterable, Iterator, Sequence
 
 from .cn.model import CandidateNetwork, CNNode, edge_code, escape
-from .cn.nt2cn import CNDag, Option, Record, build_dag, dag_cns, dag_codes
+from .cn.nt2cn import CNDag, Option, Record, build_dag, dag_codes
 from .schema import Schema
 
 __all__ = ["Lattice", "LatticeNode", "LatticeEdge"]
@@ -132,9 +132,6 @@ class Lattice:
     def mask_of(self, i: int) -> int:
         return self._dag.records[self._dag.record_of(i)][1]
 
-    def size_of(self, i: int) -> int:
-        return self._dag.records[self._dag.record_of(i)][2]
-
     def children_of(self, i: int) -> tuple[LatticeEdge, ...]:
         labels = self.labels
         _, _, _, edges, kids = self._dag.node(i)
@@ -197,10 +194,6 @@ class Lattice:
                     index.setdefault((self.relations[rel], m), []).extend(range(starts[j], starts[j + 1]))
             self._labels_index = index
         return list(self._labels_index.get((relation, mask), ()))
-
-    def candidate_networks(self) -> list[CandidateNetwork]:
-        """The whole CNs, one object each (sub-CN objects shared)."""
-        return dag_cns(self._dag, self.codes())
 
     # -- inspection -------------------------------------------------------
     def counts(self) -> dict[str, Any]:

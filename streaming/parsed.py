@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, parse_item_op, parse_op
 from .schema import Schema
-from .sources import SourceError, split_seq
+from .seqs import SourceError, split_seq
 
 __all__ = ["ParsedOp", "parse_stored_line"]
 

@@ -6,7 +6,8 @@ Within 60 s of its evaluator running (Spark's own start-up, 15-20 s on a quiet
 two-core machine and much more on a loaded one, is left out of the bound so
 the test holds under load; the times from the start are printed), a browser
 sees on the demo's pages: results of a query, batch metrics (processing
-rate), dropping ratios, the rearrangement monitor's checks, dead letters, aggregate tiles and the Sharing page's classes. Then a second stream's evaluator is started
+rate), dropping ratios, the rearrangement monitor's checks, dead letters, aggregate tiles and the Sharing page's classes. Then the web server is SIGKILLed:
+make run starts it again and the open page goes live again. Then a second stream's evaluator is started
 from the admin (a Celery task run by the demo's worker), and Ctrl-C (SIGINT)
 must stop the feeder, beat, the worker, both evaluators with their Spark
 JVMs, and the web server, saying so for each.
@@ -29,6 +30,8 @@ from playwright.sync_api import expect, sync_playwright
 from streaming import bus
 from tests.browser import server
 from tests.browser.test_query_dashboard import CHROMIUM
+from tests.faults.pipeline import wait_until
+from tests.faults.services import answers, daphne_pid
 
 pytestmark = [pytest.mark.browser, pytest.mark.spark, pytest.mark.redis, pytest.mark.slow,
               pytest.mark.django_db(transaction=True)]
@@ -65,6 +68,13 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def daphne_pid_or_none(port: int) -> int | None:
+    try:
+        return daphne_pid(port)
+    except LookupError:
+        return None
 
 
 def off_the_loop(function):
@@ -127,6 +137,13 @@ def test_the_demo_shows_every_panel_within_a_minute_and_ctrl_c_stops_everything(
                 panels_after = time.monotonic() - up
                 page.screenshot(path=str(tmp_path / "query.png"), full_page=True)
 
+                # the web server dies: make run starts it again (scripts/keep_up.sh), and the page goes on
+                killed = daphne_pid(port)
+                os.kill(killed, signal.SIGKILL)
+                web_back = wait_until(lambda: daphne_pid_or_none(port) not in (None, killed) and answers(base), 60,
+                                      "make run to start the web server again", every=0.1)
+                expect(page.locator("#feed-state")).to_have_text("live", timeout=30_000)
+
                 def add_stream() -> int:
                     extra = Stream.objects.create(name="extra", schema=Schema.objects.get(name="ecommerce"))
                     return extra.evaluator.pk
@@ -158,10 +175,12 @@ def test_the_demo_shows_every_panel_within_a_minute_and_ctrl_c_stops_everything(
                 os.killpg(pid, signal.SIGKILL)
     text = "\n".join(output.lines)
     print(f"web up after {web_up - started:.1f} s, evaluator running after {up - started:.1f} s, every panel live "
-          f"{panels_after:.1f} s after that ({up - started + panels_after:.1f} s after the start)\n{text}")
+          f"{panels_after:.1f} s after that ({up - started + panels_after:.1f} s after the start); the web server "
+          f"SIGKILLed answered again {web_back:.1f} s later\n{text}")
     assert run.returncode == 0
     for component in ("the feeder", "Celery beat", "the Celery worker", "the web server"):
         assert re.search(rf"stopped {component} \(pid \d+\)", text), component
+    assert "keep_up: " in (tmp_path / "var" / "log" / "web.log").read_text()  # the restart, in the web server's log
     for name in ("shop", "extra"):
         assert f"stopped the evaluator of {name} (pid" in text
     assert text.rstrip().endswith("stopped everything make run started")

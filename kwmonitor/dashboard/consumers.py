@@ -5,9 +5,11 @@
 connection is refused (closed before the handshake completes) without an
 authenticated user or for a user who may not see the query or stream; a
 malformed ``after`` is accepted and closed with code 4400. Once accepted, a
-task pumps the feed into the socket until the client leaves; its Redis
-connection is closed with it. If Redis fails the socket is closed with code
-4500 and the client reconnects from its last id.
+task pumps the feed into the socket until the client leaves. The feeds of
+one Redis stream in a process follow it through one relay (:mod:`.relay`:
+one Redis reader per stream, not per socket); the relay stops with its last
+socket. If Redis fails the socket is closed with code 4500 and the client
+reconnects from its last id.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 from redis.asyncio import Redis
+
+from streaming.bus import Keys
 
 from . import access, feeds
 from .audience import Audience, audience_of
+from .relay import RELAY_CLIENT_NAME, Follower, relays
 
 __all__ = ["QueryFeedConsumer", "StreamFeedConsumer", "SubscriptionFeedConsumer"]
 
@@ -35,26 +39,27 @@ REFUSED_PARAMETERS = 4400
 FEED_FAILED = 4500
 # How long a stream feed reuses what its viewer may see before reading it again from the database.
 AUDIENCE_SECONDS = 5.0
-# Name of the feeds' Redis connections (CLIENT LIST tells them apart).
-REDIS_CLIENT_NAME = "kwmonitor-feed"
+# Name of the feeds' blocking Redis connections, one per followed stream (CLIENT LIST tells them apart).
+REDIS_CLIENT_NAME = RELAY_CLIENT_NAME
 
 
 class _FeedConsumer(AsyncJsonWebsocketConsumer):
     """Authenticate, authorise, then pump one feed into the socket.
 
     A subclass names its URL argument (``object_kwarg``), who may see the
-    object (``permission``, a database check) and its feed (``messages``).
+    object (``permission``, a database check), the Redis stream its feed
+    follows (``key``) and its feed (``messages``).
     """
 
     object_kwarg: str
     permission: Callable[[Any, int], bool]
-    # The feeds read the bus's Redis streams themselves; no channel-layer
-    # subscription (one Redis connection and a blocking pop per socket less).
+    key: Callable[[int], str]
+    # The feeds follow the bus's Redis streams through the process's relays; there is no channel layer.
     channel_layer_alias = None
 
     async def connect(self) -> None:
         self.pump: asyncio.Task[None] | None = None
-        self.redis: Redis | None = None
+        self.follower: Follower | None = None
         user = self.scope.get("user")
         object_id = int(self.scope["url_route"]["kwargs"][self.object_kwarg])
         if user is None or not user.is_authenticated or not await database_sync_to_async(self.permission)(user, object_id):
@@ -67,15 +72,13 @@ class _FeedConsumer(AsyncJsonWebsocketConsumer):
         if after is not None and not feeds.is_entry_id(after):
             await self.close(code=REFUSED_PARAMETERS)  # after the handshake, so the client sees why
             return
-        # Blocking reads wait up to BLOCK_MS: the socket timeout must be longer.
-        self.redis = Redis.from_url(
-            settings.REDIS_URL,
-            decode_responses=True,
-            socket_timeout=feeds.BLOCK_MS / 1000 + 10,
-            socket_keepalive=True,
-            client_name=REDIS_CLIENT_NAME,
-        )
-        self.pump = asyncio.create_task(self._pump(self.messages(self.redis, object_id, params)))
+        self.pump = asyncio.create_task(self._pump(await self.feed(object_id, params)))
+
+    async def feed(self, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """The socket's feed, following the object's Redis stream through the process's relay."""
+        process = relays()
+        self.follower = await process.follow(self.key(object_id))
+        return self.messages(process.reads(), object_id, params, self.follower)
 
     async def _pump(self, messages: AsyncIterator[dict[str, Any]]) -> None:
         try:
@@ -93,8 +96,8 @@ class _FeedConsumer(AsyncJsonWebsocketConsumer):
         while self.pump is not None and not self.pump.done():
             self.pump.cancel()
             await asyncio.wait({self.pump}, timeout=0.05)
-        if self.redis is not None:
-            await self.redis.aclose()
+        if self.follower is not None:
+            await self.follower.close()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """Feeds are one-way; whatever a client sends is ignored (not even decoded)."""
@@ -106,9 +109,11 @@ class QueryFeedConsumer(_FeedConsumer):
     object_kwarg = "query_id"
 
     permission = staticmethod(access.may_view_query)
+    key = staticmethod(Keys.changes)
 
-    def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        return feeds.query_messages(client, object_id, params.get("after"))
+    def messages(self, client: Redis, object_id: int, params: dict[str, str],
+                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
+        return feeds.query_messages(client, object_id, params.get("after"), follower=follower)
 
 
 def _replay(params: dict[str, str]) -> int:
@@ -123,8 +128,10 @@ class StreamFeedConsumer(_FeedConsumer):
     object_kwarg = "stream_id"
 
     permission = staticmethod(access.may_view_stream)
+    key = staticmethod(Keys.stream_events)
 
-    def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+    def messages(self, client: Redis, object_id: int, params: dict[str, str],
+                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
         user = self.scope["user"]
         viewer: list[tuple[float, Audience]] = []  # (when read, what) of the last database read
 
@@ -134,7 +141,8 @@ class StreamFeedConsumer(_FeedConsumer):
                 viewer[:] = [(now, await database_sync_to_async(audience_of)(user, object_id))]
             return viewer[0][1]
 
-        return feeds.stream_messages(client, object_id, current, params.get("after"), replay=_replay(params))
+        return feeds.stream_messages(client, object_id, current, params.get("after"), replay=_replay(params),
+                                     follower=follower)
 
 
 class SubscriptionFeedConsumer(_FeedConsumer):
@@ -143,6 +151,9 @@ class SubscriptionFeedConsumer(_FeedConsumer):
     object_kwarg = "subscription_id"
 
     permission = staticmethod(access.may_view_subscription)
+    key = staticmethod(Keys.subscription_results)
 
-    def messages(self, client: Redis, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        return feeds.subscription_messages(client, object_id, params.get("after"), replay=_replay(params))
+    def messages(self, client: Redis, object_id: int, params: dict[str, str],
+                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
+        return feeds.subscription_messages(client, object_id, params.get("after"), replay=_replay(params),
+                                           follower=follower)

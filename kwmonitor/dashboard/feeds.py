@@ -24,6 +24,11 @@ Subscription feed: a WXQuery subscription's result items
 (``subscription.result`` payloads plus ``"id"``), a log like the stream feed.
 
 All are async generators over ``redis.asyncio`` that run until cancelled.
+Given a ``follower`` (:class:`Followed`: the web process's relay of the
+Redis stream, :mod:`.relay`), a feed that has read everything there is
+waits for the relay's next batch instead of blocking in a read of its own,
+and takes it as it is when it continues the feed's cursor; otherwise (a gap
+or a reset) it reads from the Redis stream itself, as above.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -45,9 +50,13 @@ from .audience import Audience
 __all__ = [
     "BATCH",
     "BLOCK_MS",
+    "Batch",
+    "Followed",
     "STREAM_REPLAY",
     "STREAM_REPLAY_MAX",
     "StreamInfo",
+    "continues",
+    "entries_after",
     "entry_id_order",
     "is_entry_id",
     "query_messages",
@@ -113,8 +122,35 @@ def _info(reply: Any) -> StreamInfo | None:
     )
 
 
-def _resumable(info: StreamInfo | None, cursor: str) -> bool:
-    return cursor == "0-0" if info is None else info.can_resume_from(cursor)
+@dataclass(frozen=True)
+class Batch:
+    """New entries of a followed Redis stream and the id of the entry before them (``prev``; None: a reset,
+    read the stream itself). ``cache`` is shared by every feed the batch is handed to: a message made from
+    an entry once serves them all."""
+
+    prev: str | None
+    entries: list[tuple[str, dict[str, str]]]
+    cache: dict[str, Any]
+
+
+class Followed(Protocol):
+    """A Redis stream as a feed follows it instead of blocking on it (:class:`.relay.Follower`)."""
+
+    async def after(self, cursor: str) -> Batch | None:
+        """The next batch that starts right after ``cursor``, or None: read the stream itself."""
+
+
+async def _followed(follower: Followed, cursor: str) -> AsyncIterator[Batch]:
+    """The follower's batches for as long as each continues the one before, from ``cursor``."""
+    while (batch := await follower.after(cursor)) is not None:
+        yield batch
+        cursor = batch.entries[-1][0]
+
+
+def continues(info: StreamInfo | None, held: bool, cursor: str) -> bool:
+    """Whether entries read after ``cursor`` (:func:`entries_after`) are all that came after it: the stream
+    still holds ``cursor`` and nothing after it was trimmed or deleted."""
+    return held and (cursor == "0-0" if info is None else info.can_resume_from(cursor))
 
 
 async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
@@ -127,10 +163,10 @@ async def read_snapshot(client: Redis, query_id: int) -> Snapshot:
     return snapshot_of(query_id, values, newest, config)
 
 
-async def _changes_after(client: Redis, query_id: int, cursor: str) -> tuple[list[Any], StreamInfo | None, bool]:
-    """Up to BATCH changes after ``cursor`` together with the horizon they were read at, and whether the
-    stream still holds the entry ``cursor`` names ("0-0" names none)."""
-    key = Keys.changes(query_id)
+async def entries_after(client: Redis, key: str, cursor: str) -> tuple[list[Any], StreamInfo | None, bool]:
+    """Up to BATCH entries of the Redis stream ``key`` after ``cursor`` together with the horizon they were
+    read at (None: no such stream), and whether the stream still holds the entry ``cursor`` names ("0-0"
+    names none), in one MULTI/EXEC."""
     async with client.pipeline(transaction=True) as pipe:
         pipe.xrange(key, min=f"({cursor}", count=BATCH)
         pipe.xinfo_stream(key)
@@ -149,8 +185,12 @@ def _with_id(payload: Any, entry_id: str) -> dict[str, Any]:
     return message
 
 
+def _change_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+    return _with_id(parse_event(fields["data"]), entry_id)
+
+
 async def query_messages(
-    client: Redis, query_id: int, after: str | None = None, block_ms: int = BLOCK_MS
+    client: Redis, query_id: int, after: str | None = None, block_ms: int = BLOCK_MS, follower: Followed | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """A query's feed: snapshot (unless resuming from ``after``), then its changes, forever."""
     cursor = after
@@ -159,39 +199,52 @@ async def query_messages(
             snapshot = await read_snapshot(client, query_id)
             yield snapshot.model_dump(mode="json")
             cursor = snapshot.last_id
-        entries, info, held = await _changes_after(client, query_id, cursor)
-        if not held or not _resumable(info, cursor):
+        entries, info, held = await entries_after(client, Keys.changes(query_id), cursor)
+        if not continues(info, held, cursor):
             if cursor != after:
                 logger.warning("query %s: reader at %s fell behind the change stream; resending a snapshot", query_id, cursor)
             cursor = None
             continue
         for entry_id, fields in entries:
-            yield _with_id(parse_event(fields["data"]), entry_id)
+            yield _change_message(entry_id, fields)
         if entries:
             cursor = entries[-1][0]
-        else:  # wait for the next change, then read it (with its horizon) at the top of the loop
+        elif follower is None:  # wait for the next change, then read it (with its horizon) at the top of the loop
             await client.xread({Keys.changes(query_id): cursor}, count=1, block=block_ms)
+        else:  # the relay's batches, while they continue the cursor; then read the stream at the top of the loop
+            async for batch in _followed(follower, cursor):
+                for entry_id, fields in batch.entries:
+                    if entry_id not in batch.cache:
+                        batch.cache[entry_id] = _change_message(entry_id, fields)
+                    yield batch.cache[entry_id]
+                cursor = batch.entries[-1][0]
 
 
-Messages = Callable[[list[tuple[str, dict[str, str]]]], Awaitable[list[dict[str, Any]]]]
+# The messages a log feed makes of entries; the dict caches what it made of each entry (by id) for other feeds.
+Messages = Callable[[list[tuple[str, dict[str, str]]], dict[str, Any]], Awaitable[list[dict[str, Any]]]]
 
 
 async def _log_messages(client: Redis, key: str, after: str | None, replay: int, block_ms: int,
-                        messages: Messages) -> AsyncIterator[dict[str, Any]]:
+                        messages: Messages, follower: Followed | None = None) -> AsyncIterator[dict[str, Any]]:
     """A Redis stream read as a log: the last ``replay`` entries (unless resuming from ``after``), then new ones."""
     cursor = after
     if cursor is None:
         tail = list(reversed(await client.xrevrange(key, count=max(replay, 1))))
         cursor = tail[-1][0] if tail else "0-0"  # "0-0" on an empty log: nothing can slip in unseen
-        for found in await messages(tail[-replay:] if replay > 0 else []):
+        for found in await messages(tail[-replay:] if replay > 0 else [], {}):
             yield found
     while True:
-        reply = await client.xread({key: cursor}, count=BATCH, block=block_ms)
+        reply = await client.xread({key: cursor}, count=BATCH, block=block_ms if follower is None else None)
         entries = reply[0][1] if reply else []
         if entries:
             cursor = entries[-1][0]
-        for found in await messages(entries):
+        for found in await messages(entries, {}):
             yield found
+        if follower is not None and not entries:
+            async for batch in _followed(follower, cursor):
+                for found in await messages(batch.entries, batch.cache):
+                    yield found
+                cursor = batch.entries[-1][0]
 
 
 def _stream_event(entry_id: str, fields: dict[str, str]) -> Any | None:
@@ -204,26 +257,28 @@ def _stream_event(entry_id: str, fields: dict[str, str]) -> Any | None:
 
 def stream_messages(
     client: Redis, stream_id: int, audience: Callable[[], Awaitable[Audience]], after: str | None = None,
-    replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS,
+    replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS, follower: Followed | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever.
 
     Each batch of entries is cut down to what ``audience()`` (asked again for
     every batch: a viewer's new query shows without reconnecting) may see.
     """
-    async def messages(entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
+    async def messages(entries: list[tuple[str, dict[str, str]]], events: dict[str, Any]) -> list[dict[str, Any]]:
         if not entries:
             return []
         viewer = await audience()
         out = []
         for entry_id, fields in entries:
-            event = _stream_event(entry_id, fields)
+            if entry_id not in events:
+                events[entry_id] = _stream_event(entry_id, fields)
+            event = events[entry_id]
             seen = viewer.view(event) if event is not None else None
             if seen is not None:
                 out.append(_with_id(seen, entry_id))
         return out
 
-    return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms, messages)
+    return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms, messages, follower)
 
 
 def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
@@ -236,10 +291,14 @@ def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | N
 
 def subscription_messages(
     client: Redis, subscription_id: int, after: str | None = None, replay: int = STREAM_REPLAY,
-    block_ms: int = BLOCK_MS,
+    block_ms: int = BLOCK_MS, follower: Followed | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """A WXQuery subscription's result items: the last ``replay`` (unless resuming from ``after``), then new ones."""
-    async def messages(entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
-        return [m for m in (_result_message(entry_id, fields) for entry_id, fields in entries) if m is not None]
+    async def messages(entries: list[tuple[str, dict[str, str]]], made: dict[str, Any]) -> list[dict[str, Any]]:
+        for entry_id, fields in entries:
+            if entry_id not in made:
+                made[entry_id] = _result_message(entry_id, fields)
+        return [made[entry_id] for entry_id, _ in entries if made[entry_id] is not None]
 
-    return _log_messages(client, Keys.subscription_results(subscription_id), after, replay, block_ms, messages)
+    return _log_messages(client, Keys.subscription_results(subscription_id), after, replay, block_ms, messages,
+                         follower)

@@ -16,6 +16,7 @@ from streaming.capture.catalog import CatalogError
 from streaming.schema import Schema as SchemaGraph
 from streaming.schema import SchemaError
 from streaming.sources import ingest_clock
+from streaming.sources.registry import STREAM_KINDS
 
 from .connection import redis_client
 from .models import (
@@ -84,7 +85,8 @@ class StreamForm(forms.ModelForm):
 
     def _read_catalog(self, cleaned: dict) -> tuple[dict, tuple[str, ...]]:
         """The schema document of the publication's tables, named after the stream, and what it left out."""
-        if cleaned.get("source_kind") != "postgres":
+        kind = STREAM_KINDS.get(cleaned.get("source_kind", ""))
+        if kind is None or not kind.captured:  # the capture's publication has the catalog
             raise forms.ValidationError({"schema_from_catalog": "Only a PostgreSQL source has a catalog to read."})
         probe = Stream(name=cleaned.get("name") or "", source_dsn_env=cleaned.get("source_dsn_env") or "",
                        source_publication=cleaned.get("source_publication") or "")

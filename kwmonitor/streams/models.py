@@ -28,6 +28,9 @@ from pydantic import ValidationError as PydanticError
 from streaming.bus import Keys
 from streaming.clock import MAX_CLOCK_JUMP, TS_MAX, TS_MIN, ClockGuard
 from streaming.schema import SchemaError
+from streaming.sources import landing_directory
+from streaming.sources.derived import DERIVED, derived_directory
+from streaming.sources.registry import STREAM_KINDS, stream_kind
 from streaming.xmlstream.dtd import DTDError, StreamDTD
 from streaming.xmlstream.mapping import ItemMapping, MappingError
 
@@ -50,8 +53,7 @@ __all__ = [
 ]
 
 MAX_EVALUATOR_PROCESSES = 8
-SOURCE_KINDS = (("landing", "Landing directory of NDJSON files"), ("redis", "Redis stream"),
-                ("postgres", "PostgreSQL publication (captured into a landing directory)"))
+SOURCE_KINDS = tuple((kind.name, kind.label) for kind in STREAM_KINDS.values())
 #: A PostgreSQL source's DSN comes from an environment variable with this prefix (never from the database).
 DSN_ENV_PREFIX = "KW_DSN_"
 _DSN_ENV = re.compile(rf"{DSN_ENV_PREFIX}[A-Z0-9_]+")
@@ -150,12 +152,14 @@ class Stream(models.Model):
     @property
     def is_captured(self) -> bool:
         """Ops come from a PostgreSQL publication's capture, which is the stream's only writer."""
-        return self.source_kind == "postgres"
+        kind = STREAM_KINDS.get(self.source_kind)  # None: a value the field's validation refuses
+        return kind is not None and kind.captured
 
     @property
     def has_landing_directory(self) -> bool:
         """Its ops are read from a landing directory (written by the ingest or by the capture)."""
-        return self.source_kind in ("landing", "postgres")
+        kind = STREAM_KINDS.get(self.source_kind)
+        return kind is not None and kind.has_landing_directory
 
     def source_dsn(self) -> str:
         """The PostgreSQL source's DSN, from its environment variable; :class:`ValueError` if unset."""
@@ -191,7 +195,7 @@ class Stream(models.Model):
 
     def derived_path(self) -> Path:
         """The landing directory of the pre-processor's derived stream."""
-        return Path(settings.LANDING_DIR) / ".derived" / str(self.pk)
+        return derived_directory(settings.LANDING_DIR, self.pk)
 
     def clock_guard(self) -> ClockGuard:
         """The stream's guard against absurd timestamps (docs/ops.md, "The stream clock"); a range limit
@@ -267,19 +271,17 @@ class Stream(models.Model):
             errors["source_publication"] = "Name the publication the stream watches."
         if not _SLOT.fullmatch(self.source_slot):
             errors["source_slot"] = "A slot name is 1 to 63 lower-case letters, digits or _."
-        elif Stream.objects.filter(source_kind="postgres", source_slot=self.source_slot,
+        elif Stream.objects.filter(source_kind=self.source_kind, source_slot=self.source_slot,
                                    source_dsn_env=self.source_dsn_env).exclude(pk=self.pk).exists():
             errors["source_slot"] = "Another stream follows this slot of that database."
         return errors
 
     def landing_path(self) -> Path:
-        return Path(settings.LANDING_DIR) / str(self.pk)
+        return landing_directory(settings.LANDING_DIR, self.pk)
 
     def source_spec(self) -> dict[str, Any]:
         """Where ingest (or a PostgreSQL source's capture) lands the stream's ops (the raw source)."""
-        if self.source_kind == "redis":
-            return {"kind": "redis", "key": Keys.stream_ops(self.pk)}
-        return {"kind": "landing", "path": str(self.landing_path().resolve())}
+        return stream_kind(self.source_kind).spec(self.pk, settings.LANDING_DIR)
 
     def evaluator_source(self, consumers: list[int], preprocessor: int | None) -> dict[str, Any]:
         """What the evaluators read (the plan's ``source``): the raw source, or the derived stream with the
@@ -293,8 +295,7 @@ class Stream(models.Model):
         raw = dict(self.source_spec(), consumers=readers["raw"], consumers_key=Keys.landing_consumers(self.pk, "raw"))
         if not readers["derived"]:
             return raw
-        return {"kind": "derived", "path": str(self.derived_path().resolve()), "consumers": readers["derived"],
-                "consumers_key": Keys.landing_consumers(self.pk, "derived"), "raw": raw}
+        return DERIVED.spec(self.pk, settings.LANDING_DIR, readers["derived"], raw)
 
     def landing_consumers(self, consumers: list[int], preprocessor: int | None) -> dict[str, list[int]]:
         """The processes reading each of the stream's landing directories ("raw", "derived")."""

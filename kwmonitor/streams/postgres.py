@@ -19,6 +19,7 @@ import redis
 from streaming import bus
 from streaming.capture.catalog import Publication, read_publication
 from streaming.capture.replication import session_conninfo
+from streaming.sources.registry import STREAM_KINDS
 
 from .models import Stream
 
@@ -95,7 +96,7 @@ def drop_slot(stream: Stream) -> str:
 def watch_slots(client: redis.Redis) -> dict[str, Any]:
     """Write each PostgreSQL-sourced stream's slot report to Redis (beat, every few seconds)."""
     out = {}
-    for stream in Stream.objects.filter(source_kind="postgres"):
+    for stream in Stream.objects.filter(source_kind__in=[k.name for k in STREAM_KINDS.values() if k.captured]):
         report = slot_report(stream)
         client.set(bus.Keys.capture_slot(stream.pk), orjson.dumps(report), ex=REPORT_TTL_SECONDS)
         out[str(stream.pk)] = report.get("held_bytes", report.get("error", "no slot"))

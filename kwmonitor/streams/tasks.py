@@ -13,7 +13,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from streaming.sources import prune_archive
+from streaming.sources import prune_archives
 
 from .connection import redis_client
 from .history import HistoryPersister
@@ -51,13 +51,14 @@ def persist_history() -> dict:
 
 @shared_task(name="kwmonitor.streams.tasks.prune_landing_archives")
 def prune_landing_archives() -> dict:
-    """Delete archived landing files older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
+    """Delete archived landing files, raw and derived, older than ``LANDING_ARCHIVE_HOURS`` (0: keep them all)."""
     hours = settings.LANDING_ARCHIVE_HOURS
     if hours <= 0:
         return {}
     now = time.time()
-    return {str(stream.pk): prune_archive(stream.landing_path(), hours * 3600, now)
-            for stream in Stream.objects.filter(source_kind__in=("landing", "postgres"))}
+    pruned = {str(stream.pk): prune_archives(stream.source_kind, stream.pk, settings.LANDING_DIR, hours * 3600, now)
+              for stream in Stream.objects.all()}
+    return {pk: deleted for pk, deleted in pruned.items() if deleted is not None}
 
 
 @shared_task(name="kwmonitor.streams.tasks.watch_capture_slots")

@@ -10,7 +10,8 @@ from .construct import Asc, AscIndex
 from .evaluate import ScalarEvaluator
 from .monitor import DroppingMonitor, rearrangement_delta
 from .predicates import OPS, Predicate, PredicateError, parse_predicate, parse_queries, split_by_relation
-from .sequences import Sequence, hybrid_sequence, macro_order, macro_sequence
+from .sequence_search import hybrid_sequence, macro_order, macro_sequence
+from .sequences import Sequence
 from .stream import AscStream
 from .ticket import TicketRouter
 from .vectorised import BatchEvaluator

@@ -25,7 +25,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from .construct import AscIndex
-from .sequences import Sequence, hybrid_sequence, macro_order, macro_sequence
+from .sequence_search import hybrid_sequence, macro_order, macro_sequence
+from .sequences import Sequence
 from .vectorised import BatchEvaluator
 
 __all__ = ["DroppingMonitor", "rearrangement_delta"]

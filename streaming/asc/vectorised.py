@@ -19,15 +19,13 @@ so both give identical bitmaps and counts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..schema import ValueRejected, coerce_value
 from .construct import AscIndex
-
-if TYPE_CHECKING:
-    from .sequences import Sequence
+from .sequences import Sequence
 
 __all__ = ["BatchEvaluator", "int_to_words", "words_to_int", "popcount"]
 
@@ -127,7 +125,7 @@ class BatchEvaluator:
 
     # -- evaluation ----------------------------------------------------------
 
-    def evaluate_batch(self, columns: Mapping[str, Any], sequence: "Sequence"
+    def evaluate_batch(self, columns: Mapping[str, Any], sequence: Sequence
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Query bitmaps ``(N, W)`` and evaluated-ASC counts ``(N,)`` of a batch."""
         cols = self.canonical_columns(columns)
@@ -139,7 +137,7 @@ class BatchEvaluator:
 
         return self.run(size, region_fn, sequence)
 
-    def run(self, size: int, region_fn: RegionFn, sequence: "Sequence") -> tuple[np.ndarray, np.ndarray]:
+    def run(self, size: int, region_fn: RegionFn, sequence: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Evaluate ``size`` fresh rows whose regions ``region_fn(i, rows)`` gives."""
         grb, geb, cur, evaluated = self.initial_state(size, sequence)
         if sequence.micro:
@@ -148,7 +146,7 @@ class BatchEvaluator:
             self._advance_in_order(grb, geb, cur, evaluated, region_fn, sequence)
         return grb, evaluated
 
-    def initial_state(self, size: int, sequence: "Sequence"
+    def initial_state(self, size: int, sequence: Sequence
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Fresh ``(grb, geb, cur, evaluated)`` for ``size`` rows about to enter ``sequence``."""
         grb = np.tile(self.all, (size, 1))
@@ -157,7 +155,7 @@ class BatchEvaluator:
         cur = np.full(size, first, dtype=np.int64)
         return grb, geb, cur, np.zeros(size, dtype=np.int64)
 
-    def micro_table(self, sequence: "Sequence") -> np.ndarray:
+    def micro_table(self, sequence: Sequence) -> np.ndarray:
         """Micro-arrows as an ``(n, max regions)`` array, -1 where there is none."""
         table = np.full((self.n, self.max_regions), -1, dtype=np.int64)
         for (i, r), j in sequence.micro.items():
@@ -165,7 +163,7 @@ class BatchEvaluator:
         return table
 
     def advance(self, grb: np.ndarray, geb: np.ndarray, cur: np.ndarray, evaluated: np.ndarray,
-                region_fn: RegionFn, sequence: "Sequence", stop_at: int = -1) -> None:
+                region_fn: RegionFn, sequence: Sequence, stop_at: int = -1) -> None:
         """Run rows whose ``cur`` is an ASC until they drop or run out of ASCs (in place).
 
         ``cur`` is the next ASC of each row (-1 when done). With ``stop_at``,
@@ -210,7 +208,7 @@ class BatchEvaluator:
         return elig
 
     def _advance_in_order(self, grb: np.ndarray, geb: np.ndarray, cur: np.ndarray, evaluated: np.ndarray,
-                          region_fn: RegionFn, sequence: "Sequence") -> None:
+                          region_fn: RegionFn, sequence: Sequence) -> None:
         """:meth:`advance` for fresh rows and no micro-arrows: the next ASC is then the
         first eligible one in order, and an ASC skipped once stays ineligible (the
         GRB only loses bits), so one pass per ASC does it."""

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..asc import AscIndex, BatchEvaluator, DroppingMonitor, Sequence, TicketRouter
-from ..asc.sequences import macro_order, sequence_cost
+from ..asc.sequence_search import macro_order, sequence_cost
 
 HELP = "selection constructs: macro, hybrid, ticket routing, fixed sequences"
 

@@ -44,7 +44,7 @@ from ..evaluate.results import Result
 from ..keywords import KeywordError, parse_keywords
 from ..ops import Op, OpRejected, parse_op
 from ..schema import Schema, SchemaError, load_schema
-from ..selected import SelectedQuery
+from ..query_alone import SelectedQuery
 
 __all__ = ["HELP", "add_arguments", "main", "numbered_ops", "event_line", "EventEncoder", "parse_predicate_option"]
 

@@ -6,7 +6,7 @@ born or dead with it. Every evaluator of a single stream engine implements
 :class:`Evaluator`: CNEvalDynamic (:class:`~streaming.evaluate.dynamic.DynamicEvaluator`),
 the operator mesh (:class:`~streaming.evaluate.mesh.MeshEvaluator`), filter
 subscriptions (:class:`~streaming.evaluate.filtering.FilterEvaluator`) and the
-verdict-only store of ``streaming.selected``. One that can start on a full
+verdict-only store of ``streaming.query_alone``. One that can start on a full
 store at once (``static-dynamic``) is a :class:`BulkEvaluator`.
 """
 

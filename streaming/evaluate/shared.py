@@ -231,7 +231,7 @@ class SharedLatticeEvaluator:
             for key in candidates:
                 row = rows.get(key)
                 if (row is not None and row.mask & label == label and key not in sub[v]
-                        and plan.eligible(v, row.mask) and self._supported(v, key, row)):
+                        and plan.eligible(v, row.mask) and self._supported(v, key, row, -1)):
                     self._enter(v, key, row)
 
     def _enumerate(self, kid: int) -> list[Result]:
@@ -353,11 +353,14 @@ class SharedLatticeEvaluator:
                     if not bucket:
                         del values[value]
 
-    def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
-        """Whether the tuple joins at least one tuple of every child's sub-relation."""
+    def _supported(self, v: int, key: Any, row: LiveTuple, known: int) -> bool:
+        """Whether the tuple joins at least one tuple of every child's sub-relation (edge ``known`` it is
+        known to join: the one it was reached through, or -1)."""
         sub, index = self.sub, self.index
         kids = self.plan.kids[v]
-        for kid in kids:
+        for ei, kid in enumerate(kids):
+            if ei == known:
+                continue
             if kid[HOLDS]:
                 if row.values[kid[COLUMN]] not in sub[kid[CHILD]]:
                     return False
@@ -459,7 +462,9 @@ class SharedLatticeEvaluator:
                     for edge in snapshot:
                         v = edge[PARENT]
                         if pk not in sub[v]:
-                            if not plan.eligible(v, prow.mask) or not self._supported(v, pk, prow):
+                            # support first: most parents reached lack a partner in another child, and
+                            # the word test allocates (masks are big integers)
+                            if not self._supported(v, pk, prow, edge[EDGE]) or not plan.eligible(v, prow.mask):
                                 continue
                             self._enter(v, pk, prow)
                         path.append((v, pk, edge[EDGE]))

@@ -5,7 +5,7 @@ keeps it while the query stays). For a tuple of relation ``R`` the *query
 mask* has the bit of every query that takes ``R`` (a keyword query takes
 every relation, a filter subscription those it has predicates on) and whose
 predicates on ``R`` it satisfies. The predicates of all queries are the
-attribute selection constructs of :class:`~streaming.selection.GroupSelection`
+attribute selection constructs of :class:`~streaming.asc_selection.GroupSelection`
 (shared, adaptively ordered, with its dropping monitors): the executors
 evaluate them in bulk and send the global-result bitmap, or
 :meth:`Admission.qmask` evaluates one tuple here along the monitor's current
@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..asc import ScalarEvaluator
 from ..schema import Schema
-from ..selection import GroupSelection
+from ..asc_selection import GroupSelection
 from .properties import QueryProperties
 
 __all__ = ["Admission"]

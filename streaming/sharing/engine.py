@@ -29,6 +29,7 @@ alone; see ``docs/sharing.md``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from time import perf_counter
@@ -157,9 +158,12 @@ class SharedEngine(StreamRules):
             del plans[index][1][bit]
             touched.add(index)
             freed.add(bit)
-        for q in joining:
-            taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
-            bit = min(set(range(len(taken) + 1)) - taken)
+        taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
+        bit = 0
+        for q in joining:  # each the lowest bit not taken
+            while bit in taken:
+                bit += 1
+            taken.add(bit)
             self.bit_of[q.id] = bit
             self.queries[bit] = q
         self._set_vocabulary()
@@ -167,8 +171,12 @@ class SharedEngine(StreamRules):
         for relation, rows in self.store.rows.items():
             for row in rows.values():
                 row.qmask = self.admission.qmask(relation, row.values, observe=False)
+        of_key: dict[tuple, list[int]] = {}  # the classes that can take a query of (keywords, output), in order
+        for index in sorted(plans):
+            props = plans[index][0]
+            of_key.setdefault((props.keywords, props.output), []).append(index)
         for q in joining:
-            touched.add(self._place(q, plans))
+            touched.add(self._place(q, plans, of_key))
         for index in sorted(touched):
             props, members = plans[index]
             current = self._class(index)
@@ -216,20 +224,26 @@ class SharedEngine(StreamRules):
     def _class(self, index: int) -> ClassRuntime | None:
         return self.classes[index] if index < len(self.classes) else None
 
-    def _place(self, q: QueryProperties, plans: dict[int, tuple[ClassProperties, dict[int, QueryProperties]]]) -> int:
+    def _place(self, q: QueryProperties, plans: dict[int, tuple[ClassProperties, dict[int, QueryProperties]]],
+               of_key: dict[tuple, list[int]]) -> int:
         """Put a joining query in the first class that serves it (or, widening, the class of its
-        keyword set); else in a new class. Returns the class index."""
+        keyword set); else in a new class. Returns the class index. ``of_key`` lists the classes of
+        each (keywords, output) in index order (only those can serve a query of it); a new class joins it."""
         bit = self.bit_of[q.id]
-        for index, (props, members) in sorted(plans.items()):
+        key = (q.keywords, q.output)
+        indexes = of_key.setdefault(key, [])
+        for index in indexes:
+            props, members = plans[index]
             if matches(props, q):
                 members[bit] = q
                 return index
-            if self.mode == "widen" and props.keywords == q.keywords and props.output == q.output:
+            if self.mode == "widen":
                 members[bit] = q
                 plans[index] = (merge(props, q), members)
                 return index
         index = min(set(range(len(plans) + 1)) - set(plans))
         plans[index] = (ClassProperties.of(q), {bit: q})
+        bisect.insort(indexes, index)
         return index
 
     def _new_class(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties]) -> ClassRuntime:

@@ -210,17 +210,22 @@ def should_narrow(current: ClassProperties, narrowed: ClassProperties, produced:
 def _register(items: Iterable[Any], mode: str, of: Callable[[Any], Any], serves: Callable[[Any, Any], bool],
               widen: Callable[[Any, Any], Any], key: Callable[[Any], Any]) -> list[tuple[Any, list[Any]]]:
     """Items registered one after another: each joins the first class that serves it, or (``widen``)
-    widens the class of its key, or starts a class of its own."""
+    widens the class of its key, or starts a class of its own. A class serves only items of its own
+    key, so each item is tried against the classes of its key alone."""
     classes: list[tuple[Any, list[Any]]] = []
+    of_key: dict[Any, list[int]] = {}  # positions in ``classes`` of each key's classes, in order
     for item in items:
-        for i, (props, members) in enumerate(classes):
+        positions = of_key.setdefault(key(item), [])
+        for i in positions:
+            props, members = classes[i]
             if mode != "none" and serves(props, item):
                 members.append(item)
                 break
-            if mode == "widen" and key(props) == key(item):
+            if mode == "widen":
                 classes[i] = (widen(props, item), members + [item])
                 break
         else:
+            positions.append(len(classes))
             classes.append((of(item), [item]))
     return classes
 

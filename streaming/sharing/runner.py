@@ -5,7 +5,7 @@ subscriptions under one sharing mode and keeps, per query, its changes and,
 per subscription, its window values:
 
 * ``none`` — "data shipping": each query alone
-  (:class:`~streaming.selected.SelectedQuery`: its own store, window,
+  (:class:`~streaming.query_alone.SelectedQuery`: its own store, window,
   keyword classification, predicates and lattice) and each aggregate alone
   (its own verdicts and window); only the parse of an op line is shared;
 * ``match`` — sharing without widening: a query rides on the first class
@@ -29,7 +29,7 @@ from ..evaluate.results import Result
 from ..ops import Op, OpRejected, parse_op
 from ..schema import Schema
 from ..engine import StreamEngine
-from ..selected import SelectedQuery, verdict_store
+from ..query_alone import SelectedQuery, verdict_store
 from .aggregates import AggregateClass
 from .engine import SharedEngine
 from .matching import AggregateClassProperties, registration_aggregate_classes, registration_classes

@@ -18,27 +18,23 @@ import sys
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, refuse_pruned
-from streaming.parsed import ParsedOp, parse_stored_line
-from streaming.preprocess import derived_rows
-from streaming.sources import (archived_lines_after, landing_archive, landing_file_name, landing_files, line_seq,
-                               read_redis_stream, unapplied_landing_lines)
+from streaming.evaluator import GroupEvaluator
+from streaming.parsed import parse_stored_line
+from streaming.sources import input_kind, landing_file_name
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.landing_source import MIN_PARTITION_OPS, LandingOpsSource
 from streaming.spark.parse import PARSED_SCHEMA, collect_ops, make_parser
 from streaming.spark.redis_source import RedisOpsSource
 
 __all__ = ["WARM_UP_BATCHES", "WARM_UP_LINES", "PROJECT_ROOT", "spark_session", "warm_up", "source_frame",
-           "DerivedReader", "BatchHandler", "query_checkpoint", "committed_offset", "recover_committed",
+           "BatchHandler", "query_checkpoint", "committed_offset", "recover_committed",
            "catch_up_archived", "start_query"]
 
 WARM_UP_BATCHES = 3
@@ -134,75 +130,13 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
 
 def source_frame(spark: SparkSession, source: dict[str, Any], redis_url: str, max_rows: int | None = None,
                  applied_key: str | None = None) -> DataFrame:
-    """The streaming DataFrame (one ``value`` string column) of a plan's ``source``.
-
-    ``max_rows`` caps a micro-batch (whole landing files, at least one).
-    A landing batch is split into at most one partition per core of the
-    Spark application, and its files move to the stream's archive once it is
-    committed (``streaming.spark.landing_source``) — with ``applied_key`` (the
-    evaluator's state hash), once the evaluator has also applied them, and
-    with ``source["consumers"]`` (evaluator ids: several processes read the
-    directory), once each of them has; with ``source["consumers_key"]``, once
-    each consumer in that Redis set has, as it is at each commit (the web tier
-    rewrites it with every plan).
-    """
-    if source["kind"] in ("landing", "derived"):
-        path = Path(source["path"])
-        reader = (
-            spark.readStream.format("kwlanding")
-            .option("path", str(path))
-            .option("archive", str(landing_archive(path)))
-            .option("partitions", str(spark.sparkContext.defaultParallelism))
-        )
-        keys = [bus.Keys.evaluator_state(c) for c in source.get("consumers", [])]
-        if applied_key is not None and applied_key not in keys:
-            keys.append(applied_key)
-        if keys:
-            reader = reader.option("appliedUrl", redis_url).option("appliedKeys", ",".join(keys))
-        if source.get("consumers_key"):
-            reader = reader.option("appliedUrl", redis_url).option("consumersKey", source["consumers_key"])
-    elif source["kind"] == "redis":
-        reader = spark.readStream.format("kwredis").option("url", redis_url).option("key", source["key"])
-        if applied_key is not None:
-            reader = reader.option("appliedKey", applied_key)
-    else:
-        raise ValueError(f"unknown source kind {source['kind']!r}")
+    """The streaming DataFrame (one ``value`` string column) of a plan's ``source``, read by its kind's
+    reader (``streaming.sources``; ``applied_key``: the evaluator's state hash, whose unapplied input the
+    source keeps). ``max_rows`` caps a micro-batch (whole landing files, at least one)."""
+    reader = input_kind(source).reader(spark, source, redis_url, applied_key)
     if max_rows:
         reader = reader.option("maxRows", str(max_rows))
     return reader.load()
-
-
-class DerivedReader:
-    """Turns a batch of the pre-processor's derived records into an evaluator's rows.
-
-    The vocabulary of each needs version comes from the stream's Redis hash
-    (re-read when a record names a version not seen yet). A record's keyword
-    hits are trusted, restricted to the evaluator's own keywords, only when
-    every record of the batch was derived with a vocabulary holding all of
-    them; otherwise (a query joined after the records were derived) the
-    evaluator classifies the tuples itself.
-    """
-
-    def __init__(self, client):
-        self.client = client
-        self.vocabularies: dict[int, tuple[str, ...]] = {}
-
-    def _vocabularies(self, stream_id: int) -> dict[int, tuple[str, ...]]:
-        raw = self.client.hgetall(bus.Keys.stream_vocabularies(stream_id))
-        self.vocabularies = {int(v): tuple(orjson.loads(words)) for v, words in raw.items()}
-        return self.vocabularies
-
-    def rows(self, evaluator: GroupEvaluator, lines: list[str], version: int) -> tuple[list[ParsedOp], int | None]:
-        """The rows, and ``version`` if their hits may be trusted (else None)."""
-        assert evaluator.stream_id is not None and evaluator.schema is not None
-        try:
-            rows, versions = derived_rows(lines, self.vocabularies, evaluator.schema)
-        except KeyError:  # a version written since the last read
-            rows, versions = derived_rows(lines, self._vocabularies(evaluator.stream_id), evaluator.schema)
-        own = evaluator.keywords
-        if not all(own <= set(self.vocabularies.get(v, ())) for v in versions):
-            return rows, None
-        return [r if not r.hits else replace(r, hits=tuple(w for w in r.hits if w in own)) for r in rows], version
 
 
 class BatchHandler:
@@ -224,9 +158,9 @@ class BatchHandler:
         self.pipelined = pipelined
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
         self._pending: Future | None = None
-        self.derived = DerivedReader(evaluator.client)
         # what the query was started on: a plan may name another source before the query restarts on it
         self.source = dict(evaluator.plan.stream.source) if evaluator.plan is not None else {}
+        self.row_reader = input_kind(self.source).row_reader(evaluator.client) if self.source else None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         self.arrived_at = time.time()
@@ -237,9 +171,9 @@ class BatchHandler:
         spec = evaluator.parse_spec
         assert spec is not None and evaluator.plan is not None
         started = time.perf_counter()
-        if self.source.get("kind") == "derived":
+        if self.row_reader is not None:
             lines = frame.toArrow().column("value").to_pylist()
-            rows, version = self.derived.rows(evaluator, lines, spec.version)
+            rows, version = self.row_reader.rows(evaluator, lines, spec.version)
             selection_stats: list = []
         else:
             parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
@@ -272,15 +206,15 @@ class BatchHandler:
 
 
 def query_checkpoint(checkpoint_dir: str | Path, source: dict[str, Any]) -> Path:
-    """The streaming query's checkpoint below an evaluator's checkpoint directory, one per kind of
-    source: switching a stream's pre-processor on or off starts the other source from its own offsets
+    """The streaming query's checkpoint below an evaluator's checkpoint directory, named by the source's
+    kind: switching a stream's pre-processor on or off starts the other source from its own offsets
     (raw and derived file names are both seqs, but their files do not start at the same seqs)."""
-    return Path(checkpoint_dir) / ("query-derived" if source["kind"] == "derived" else "query")
+    return Path(checkpoint_dir) / input_kind(source).checkpoint
 
 
-def committed_offset(checkpoint_dir: str | Path, source: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def committed_offset(checkpoint_dir: str | Path, source: dict[str, Any]) -> dict[str, Any] | None:
     """The source offset of the last batch Spark committed in a query checkpoint (None: none yet)."""
-    query = query_checkpoint(checkpoint_dir, source or {"kind": "landing"})
+    query = query_checkpoint(checkpoint_dir, source)
     try:
         batches = sorted(int(p.name) for p in (query / "commits").iterdir() if p.name.isdigit())
     except FileNotFoundError:
@@ -307,41 +241,36 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     offset = committed_offset(checkpoint_dir, source)
     if offset is None:
         return 0
-    if source["kind"] == "landing" and offset.get("file") and evaluator.applied_seq < 0:
-        refuse_pruned(evaluator.evaluator_id, source["path"])
-        return evaluator.rebuild([line for path in landing_files(source["path"]) if path.name <= offset["file"]
-                                  for line in path.read_text(encoding="utf-8").splitlines() if line])
-    if source["kind"] in ("landing", "derived") and offset.get("file"):
-        lines = unapplied_landing_lines(source["path"], evaluator.applied_seq, offset["file"])
-    elif source["kind"] == "redis" and offset.get("id", "0-0") != "0-0":
-        entries = read_redis_stream(bus.connect(redis_url), source["key"], "0-0", offset["id"], count=10_000_000)
-        lines = [line for _, line in entries if line_seq(line) > evaluator.applied_seq]
-    else:
-        return 0
+    lines, rebuild = input_kind(source).recover(source, offset, evaluator.applied_seq, redis_url,
+                                                evaluator.evaluator_id)
+    if rebuild:
+        return evaluator.rebuild(lines)
     return _apply_outside_the_query(evaluator, source, lines)
 
 
 def catch_up_archived(evaluator: GroupEvaluator) -> int:
-    """Apply the archived ops of a raw landing source that the evaluator has not applied; returns how many.
+    """Apply the ops its source archived that the evaluator has not applied; returns how many.
 
-    They exist after the stream read the pre-processor's derived stream: the
-    pre-processor, not the evaluator, gated archiving the raw directory then,
-    and a query over the directory does not see them. An evaluator with no
-    applied seq yet starts where the directory does.
+    A raw landing directory has them after the stream read the
+    pre-processor's derived stream: the pre-processor, not the evaluator,
+    gated archiving the raw directory then, and a query over the directory
+    does not see them. An evaluator with no applied seq yet starts where the
+    directory does.
     """
     plan, schema = evaluator.plan, evaluator.schema
-    if plan is None or schema is None or plan.stream.source["kind"] != "landing" or evaluator.applied_seq < 0:
+    if plan is None or schema is None:
         return 0
     source = plan.stream.source
-    return _apply_outside_the_query(evaluator, source, archived_lines_after(source["path"], evaluator.applied_seq))
+    return _apply_outside_the_query(evaluator, source, input_kind(source).catch_up(source, evaluator.applied_seq))
 
 
 def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], lines: list[str]) -> int:
     """Apply lines of ``source`` read outside the streaming query (derived records or raw stored lines)
     as one batch; returns how many."""
     if lines:
-        if source["kind"] == "derived":
-            rows, _ = DerivedReader(evaluator.client).rows(evaluator, lines, evaluator.plan_version)
+        row_reader = input_kind(source).row_reader(evaluator.client)
+        if row_reader is not None:
+            rows, _ = row_reader.rows(evaluator, lines, evaluator.plan_version)
         else:
             assert evaluator.schema is not None
             rows = [parse_stored_line(line, evaluator.schema, evaluator.keywords) for line in lines]

@@ -24,7 +24,7 @@ import pyarrow as pa
 from streaming.parsed import ParsedOp, parse_stored_line
 from streaming.ops import Op
 from streaming.schema import Schema
-from streaming.selection import SelectionRunner
+from streaming.asc_selection import SelectionRunner
 
 __all__ = ["PARSED_SCHEMA", "PARSED_ARROW", "STATS_KIND", "make_parser", "collect_ops"]
 

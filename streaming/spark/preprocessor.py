@@ -43,7 +43,7 @@ from streaming.preprocess import Preprocessor, StreamNeeds
 from streaming.schema import Schema
 from streaming.sharing.properties import EvaluatorPlan
 from streaming.events import DEAD_LETTER_LINE_CHARS, DeadLetter
-from streaming.sources import SourceError, applied_seq_of, landing_file_name, line_seq, write_atomic
+from streaming.sources import SourceError, applied_seq_of, input_kind, landing_file_name, line_seq, write_atomic
 from streaming.spark import DEFAULT_TRIGGER_SECONDS
 from streaming.spark.job import source_frame
 from streaming.spark.process import SparkProcess
@@ -149,7 +149,7 @@ def start_preprocessor(spark: SparkSession, handler: PreprocessHandler, source: 
 
 def raw_source(plan_source: dict) -> dict:
     """The raw source a pre-processor reads: the plan's own, or the ``raw`` one of a derived source."""
-    return plan_source["raw"] if plan_source["kind"] == "derived" else plan_source
+    return input_kind(plan_source).raw(plan_source)
 
 
 class PreprocessorProcess(SparkProcess):

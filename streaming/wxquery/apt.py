@@ -140,9 +140,6 @@ class APF(_Frozen):
     trees: tuple[APT, ...]
     join: JoinAnnotation | None
 
-    def tree_of(self, stream: str) -> APT:
-        return next(t for t in self.trees if t.stream == stream)
-
 
 Abstraction = Union[APT, APF]
 

@@ -101,10 +101,6 @@ class Subscription:
     conditions: Mapping[int, DNF] = field(repr=False)
     abstraction: Abstraction = field(repr=False)
 
-    @property
-    def is_join(self) -> bool:
-        return len(self.inputs) > 1
-
     def condition(self, cond: Cond) -> DNF:
         """The predicate of an ``if`` condition of the result expression."""
         return self.conditions[id(cond)]

@@ -30,7 +30,7 @@ from streaming.asc.predicates import holds, parse_predicate
 from streaming.keywords import tuple_tokens
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.selected import SelectedQuery, verdict_store
+from streaming.query_alone import SelectedQuery, verdict_store
 from streaming.sharing.properties import QueryEntry, SharingPlan, query_properties
 from streaming.workloads.ecommerce import SCHEMA_DOC
 from tests.streaming.sharing.strategies import KEYWORD_SETS, predicates, schema_docs, streams

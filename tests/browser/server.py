@@ -45,17 +45,19 @@ def test_database_url() -> str:
 
 @contextlib.contextmanager
 def asgi_server(
-    redis_url: str, port: int | None = None, timeout: float = 30.0, extra_env: dict[str, str] | None = None
+    redis_url: str, port: int | None = None, timeout: float = 30.0, extra_env: dict[str, str] | None = None,
+    under: typing.Sequence[str] = (),
 ) -> Iterator[str]:
     """Run ``daphne kwmonitor.asgi:application``; yields its base URL (http://127.0.0.1:PORT).
 
-    ``extra_env`` adds to its environment or overrides it (``DATABASE_URL`` too)."""
+    ``extra_env`` adds to its environment or overrides it (``DATABASE_URL`` too); ``under`` is a command
+    daphne runs under (``scripts/keep_up.sh``, as ``make run`` runs it)."""
     port = port or free_port()
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": redis_url, "HTTPS": "off",
            "DJANGO_SETTINGS_MODULE": "kwmonitor.settings", **(extra_env or {})}
     log = tempfile.NamedTemporaryFile("w+", prefix="daphne-test-", suffix=".log")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "kwmonitor.asgi:application"],
+        [*under, sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "kwmonitor.asgi:application"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"

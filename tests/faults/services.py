@@ -1,10 +1,12 @@
-"""Services a fault test owns and breaks: its own redis-server and PostgreSQL.
+"""Services a fault test owns and breaks: its own redis-server, PostgreSQL and web server.
 
 Never the shared servers: a test starts ``redis-server`` on a free port with
 its data in a scratch directory and the persistence settings of ``make run``
 (``scripts/ensure_redis.sh``: none) unless it asks for others, kills it
 (SIGKILL) and starts it again; and a throwaway PostgreSQL cluster of its own
-(:class:`OwnPostgres`, ``initdb`` as the ``postgres`` user) that it crashes.
+(:class:`OwnPostgres`, ``initdb`` as the ``postgres`` user) that it crashes;
+and the daphne it runs (``tests.browser.server.asgi_server``), found by its
+port to be killed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +29,7 @@ import redis
 from streaming.capture.cluster import postgres_bindir
 from tests.browser.server import free_port
 
-__all__ = ["MAKE_RUN_PERSISTENCE", "COMPOSE_PERSISTENCE", "OwnRedis", "OwnPostgres"]
+__all__ = ["MAKE_RUN_PERSISTENCE", "COMPOSE_PERSISTENCE", "OwnRedis", "OwnPostgres", "daphne_pid", "answers"]
 
 #: what ``scripts/ensure_redis.sh`` starts redis-server with for ``make run``: no snapshot, no append-only file
 MAKE_RUN_PERSISTENCE = ("--save", "", "--appendonly", "no")
@@ -165,3 +169,28 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def daphne_pid(port: int) -> int:
+    """The pid of the daphne serving ``port`` (not the supervising script, whose command line names it too)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = open(f"/proc/{entry}/cmdline").read().split("\0")
+            except OSError:
+                continue
+            serving = any(a == "daphne" or a.endswith("/daphne") for a in argv) and str(port) in argv
+            if serving and not any(a.endswith("keep_up.sh") for a in argv):
+                return int(entry)
+    raise LookupError(f"no daphne on port {port}")
+
+
+def answers(base: str) -> bool:
+    """Whether the web server at ``base`` answers a request (any HTTP status)."""
+    try:
+        urllib.request.urlopen(f"{base}/accounts/login/", timeout=2).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True

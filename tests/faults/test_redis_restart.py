@@ -23,84 +23,25 @@ the reference's changes after it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 
 import pytest
-from django.db import connection
 
-from kwmonitor.accounts.models import ApiToken
-from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
-from kwmonitor.streams.models import ResultEvent, Stream
-from kwmonitor.streams.supervisor import Supervisor
 from streaming import bus
-from streaming.ops import op_to_dict
-from streaming.schema import Schema
-from streaming.sources import read_landing, split_seq
-from streaming.workloads import ecommerce
 from tests.browser.server import ROOT, asgi_server
-from tests.faults.reference import by_seq, change_of, live_after, reference_changes
+from tests.faults.pipeline import (BODY, check_feed, check_landing, evaluated, fault_stream, feed, followed,
+                                   history_of, wait_followed, wait_published, wait_until)
+from tests.faults.reference import by_seq
 from tests.faults.services import COMPOSE_PERSISTENCE, MAKE_RUN_PERSISTENCE, OwnRedis
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 KEYWORDS, TMAX = "gift texas", 4
-OPS, BODY, PAUSE = 2400, 60, 0.05  # bodies of 60, one after the other
+OPS = 2400
 DOWN_FOR = 0.5
-
-
-def feed(base: str, stream: Stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]]) -> None:
-    """POST the lines in bodies, in order; a body answered 503 (or not answered) is sent again."""
-    for start in range(0, len(lines), BODY):
-        for at, reached in crashes:
-            if start == at:
-                reached.set()
-        body = "".join(line + "\n" for line in lines[start:start + BODY]).encode()
-        while True:
-            request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=body, method="POST", headers={
-                "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson"})
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    tally["accepted"] += json.loads(response.read())["accepted"]
-                    break
-            except urllib.error.HTTPError as exc:
-                assert exc.code == 503, exc.read()
-                tally["503"] += 1
-            except OSError:
-                tally["unanswered"] += 1
-            time.sleep(0.3)
-        time.sleep(PAUSE)
-
-
-def beat(client, stop: threading.Event, errors: Counter) -> None:
-    """What beat sends while the stream runs: supervision and history rounds (a round Redis fails is skipped)."""
-    persister, supervisor = HistoryPersister(client), Supervisor()
-    while not stop.wait(1.0):
-        for name, step in (("supervise", supervisor.supervise), ("persist", persister.run)):
-            try:
-                step()
-            except Exception:
-                errors[name] += 1
-    connection.close()
-
-
-def check_stretch(reference, snapshot: dict, changes: list[tuple[int, str, tuple]], last: bool) -> None:
-    """A snapshot and the changes after it equal the reference's live set then its changes (all of them if last)."""
-    at = snapshot["last_seq"] if snapshot["last_seq"] is not None else -1
-    assert {change_of(0, "add", r)[2] for r in snapshot["results"]} == live_after(reference, at)
-    got, want = by_seq(changes), by_seq([c for c in reference if c[0] > at])
-    assert len(got) <= len(want) and (len(got) == len(want) or not last)
-    for i, ((seq, group), (ref_seq, ref_group)) in enumerate(zip(got, want)):
-        assert seq == ref_seq, f"a change at seq {seq} where the reference has seq {ref_seq}"
-        whole = last or i < len(got) - 1  # the connection may have dropped within the last seq of a stretch
-        assert group == ref_group if whole else not group - ref_group, f"seq {seq}: {group} != {ref_group}"
 
 
 def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_schema, settings, tmp_path):
@@ -109,100 +50,46 @@ def test_redis_killed_mid_stream_loses_and_duplicates_nothing(user, ecommerce_sc
     own = OwnRedis(tmp_path / "redis", COMPOSE_PERSISTENCE)
     own.start()
     settings.REDIS_URL = own.url
-    settings.LANDING_DIR = tmp_path / "landing"
-    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
-    settings.EVALUATOR_LOG_DIR = tmp_path / "log"
     client = bus.connect(own.url, retry_seconds=60)
-    stream = Stream.objects.create(name="shop", schema=ecommerce_schema)
-    query = KeywordQuery.objects.create(owner=user, name="q", schema=ecommerce_schema, stream=stream,
-                                        keywords=KEYWORDS, tmax=TMAX)
-    _, token = ApiToken.issue(user, "faults")
-    lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(OPS, seed=11).ops()]
-    reference = reference_changes(Schema.from_dict(ecommerce.SCHEMA_DOC), KEYWORDS, TMAX, lines)
-    supervisor = Supervisor()
+    faulty = fault_stream(settings, tmp_path, user, ecommerce_schema, [KEYWORDS], TMAX, OPS)
+    query, reference = faulty.queries[0], faulty.references[faulty.queries[0].pk]
     tally: Counter = Counter()
-    beat_errors: Counter = Counter()
-    env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
-    feed_out = tmp_path / "feed.ndjson"
     outages, rebuilt = [], []
-    stop_beat = threading.Event()
-    with asgi_server(own.url, extra_env=env) as base:
-        evaluator = supervisor.start(stream.evaluator.pk)
-        follower = None
-        beating = threading.Thread(target=beat, args=(client, stop_beat, beat_errors), daemon=True)
-        try:
-            began = time.monotonic()
-            deadline = began + 300
-            while getattr(bus.read_heartbeat(client, evaluator.pk), "status", None) != "running":
-                assert time.monotonic() < deadline, "the evaluator did not start"
-                time.sleep(0.5)
-            beating.start()
-            fed_at = time.monotonic()
-            up_after = fed_at - began
-            follower = subprocess.Popen(
-                [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
-                cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=feed_out.open("w"),
-                stderr=(tmp_path / "feed.err").open("w"))
-            crashes = [(n * OPS // 4 // BODY * BODY, threading.Event()) for n in (1, 2, 3)]
-            feeder = threading.Thread(target=feed, args=(base, stream, lines, tally, crashes), daemon=True)
-            feeder.start()
-            # as it was (compose's persistence), an empty instance with make run's in its place, empty again
-            for (_, reached), directory in zip(crashes, (None, tmp_path / "redis-empty", None)):
-                assert reached.wait(120)
-                outages.append(own.crash(DOWN_FOR, directory, MAKE_RUN_PERSISTENCE if directory else None))
-                restarted = time.monotonic()
-                while client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") is None:
-                    assert time.monotonic() < restarted + 120, "the evaluator did not rebuild its state"
-                    time.sleep(0.1)
-                rebuilt.append(time.monotonic() - restarted)
-            feeder.join(timeout=300)
-            assert not feeder.is_alive()
-            fed_for = time.monotonic() - fed_at
-            deadline = time.monotonic() + 300
-            while int(client.hget(bus.Keys.evaluator_state(evaluator.pk), "seq") or -1) < OPS - 1 \
-                    or int(client.get(bus.Keys.published_seq(query.pk)) or -1) < reference[-1][0]:
-                assert time.monotonic() < deadline, "the evaluator did not apply every op and publish its changes"
-                time.sleep(0.5)
-            last_id = client.xrevrange(bus.Keys.changes(query.pk), count=1)[0][0]
-            deadline = time.monotonic() + 60
-            while last_id not in feed_out.read_text():
-                assert time.monotonic() < deadline, "the feed client did not get the last change"
-                time.sleep(0.3)
-            caught_up_after = time.monotonic() - fed_at - fed_for
-        finally:
-            stop_beat.set()
-            if beating.is_alive():
-                beating.join(timeout=30)
-            if follower is not None:
-                follower.terminate()
-                follower.wait(timeout=10)
-            supervisor.stop(stream.evaluator.pk)
+    with asgi_server(own.url, extra_env=faulty.env) as base, evaluated(client, faulty.stream) as run, \
+            followed(base, query, faulty.token, tmp_path) as feed_out:
+        fed_at = time.monotonic()
+        crashes = [(n * OPS // 4 // BODY * BODY, threading.Event()) for n in (1, 2, 3)]
+        feeder = threading.Thread(target=feed, args=(base, faulty.stream, faulty.lines, tally, crashes), daemon=True)
+        feeder.start()
+        # as it was (compose's persistence), an empty instance with make run's in its place, empty again
+        for (_, reached), directory in zip(crashes, (None, tmp_path / "redis-empty", None)):
+            assert reached.wait(120)
+            outages.append(own.crash(DOWN_FOR, directory, MAKE_RUN_PERSISTENCE if directory else None))
+            rebuilt.append(wait_until(lambda: client.hget(bus.Keys.evaluator_state(run.evaluator_id), "seq") is not None,
+                                      120, "the evaluator to rebuild its state", every=0.1))
+        feeder.join(timeout=300)
+        assert not feeder.is_alive()
+        fed_for = time.monotonic() - fed_at
+        wait_published(client, run.evaluator_id, faulty)
+        wait_followed(client, query, feed_out)
+        caught_up_after = time.monotonic() - fed_at - fed_for
     HistoryPersister(client).run()
     own.stop()
 
-    stored = [split_seq(line) for line in read_landing(settings.LANDING_DIR / str(stream.pk))]
-    assert tally["accepted"] == OPS and stored == [(i, json.loads(line)) for i, line in enumerate(lines)]
+    check_landing(settings.LANDING_DIR, faulty, tally)
+    assert by_seq(history_of(query)) == by_seq(reference)  # every change once, in its op, in seq order
 
-    history = [change_of(seq, kind, result) for seq, kind, result in
-               ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result")]
-    assert by_seq(history) == by_seq(reference)  # every change once, in its op, in seq order
-
-    messages = [json.loads(line) for line in feed_out.read_text().splitlines()]
-    starts = [i for i, m in enumerate(messages) if m["type"] == "snapshot"] + [len(messages)]
-    assert starts[0] == 0
-    for first, end in zip(starts, starts[1:]):
-        changes = [change_of(m["seq"], m["type"], m["result"]) for m in messages[first + 1:end]]
-        check_stretch(reference, messages[first], changes, last=end == len(messages))
+    snapshots = check_feed(reference, [json.loads(line) for line in feed_out.read_text().splitlines()])
     reconnects = (tmp_path / "feed.err").read_text().count("reconnecting")
     print(f"Redis SIGKILLed three times mid-stream, down {', '.join(f'{o:.1f}' for o in outages)} s, back as it was, "
           f"then empty twice; the evaluator held its state again {', '.join(f'{r:.1f}' for r in rebuilt)} s after "
           f"each restart; "
-          f"evaluator up in {up_after:.1f} s, fed in {fed_for:.1f} s, evaluator and feed client done "
+          f"evaluator up in {run.up_after:.1f} s, fed in {fed_for:.1f} s, evaluator and feed client done "
           f"{caught_up_after:.1f} s later; "
           f"{tally['503']} bodies answered 503 and {tally['unanswered']} unanswered, all sent again; "
           f"{len(reference)} reference changes, all in history once; the feed client reconnected {reconnects} times "
-          f"and resynchronised from {len(starts) - 2} new snapshots, each stretch equal to the reference; "
-          f"beat rounds Redis failed: {dict(beat_errors)}")
+          f"and resynchronised from {snapshots - 1} new snapshots, each stretch equal to the reference; "
+          f"beat rounds Redis failed: {dict(run.beat_errors)}")
     # the feed dropped with each crash and resumed: from its last id, a snapshot, or the start of the stream
     # published again when it held nothing yet
-    assert reconnects >= 3 and len(starts) - 1 >= 2
+    assert reconnects >= 3 and snapshots >= 2

@@ -3,11 +3,14 @@
 import json
 import os
 import threading
+import time
 
 import pytest
 
 from streaming import bus, sources
 from streaming.bus import Keys
+from streaming.sources.derived import derived_directory
+from streaming.sources.landing import refuse_pruned
 
 OPS = [
     json.dumps({"op": "insert", "relation": "A", "tuple": {"id": i, "t": "x"}, "ts": float(i)}, separators=(",", ":"))
@@ -207,8 +210,44 @@ def test_a_landing_file_archived_by_another_consumer_meanwhile_is_left_out(tmp_p
         newest.unlink()
         return iter(entries)
 
-    monkeypatch.setattr(sources.os, "scandir", archived_after_listing)
+    monkeypatch.setattr(os, "scandir", archived_after_listing)
     newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
     assert sources.landing_files_through(tmp_path, 4) == [sources.landing_file_name(0)]
     newest.write_text(sources.stamp(2, '{"op":"insert"}') + "\n")
     assert sources.unapplied_landing_lines(tmp_path, 1, newest.name) == []
+
+
+def _archive_files(directory, ages_hours, now):
+    """Archived landing files of ``directory``, one per age (hours before ``now``), first seqs 0, 100, ..."""
+    archive = sources.landing_archive(directory)
+    archive.mkdir(parents=True, exist_ok=True)
+    for i, age in enumerate(ages_hours):
+        path = archive / sources.landing_file_name(100 * i)
+        path.write_text(sources.stamp(100 * i, '{"op":"insert"}') + "\n")
+        os.utime(path, (now - age * 3600, now - age * 3600))
+    return archive
+
+
+@pytest.mark.parametrize("kind", ["landing", "postgres"])
+def test_pruning_a_stream_prunes_its_derived_archive_and_leaves_the_raw_one_rebuildable(tmp_path, kind):
+    now = time.time()
+    raw = _archive_files(sources.landing_directory(tmp_path, 3), [1, 2], now)
+    derived = _archive_files(derived_directory(tmp_path, 3), [30, 25, 23, 0], now)
+    assert sources.prune_archives(kind, 3, tmp_path, 24 * 3600, now) == 2
+    assert sorted(p.name for p in derived.iterdir()) == [
+        ".pruned", sources.landing_file_name(200), sources.landing_file_name(300)]
+    assert len(list(raw.iterdir())) == 2 and not sources.landing_pruned(sources.landing_directory(tmp_path, 3))
+    refuse_pruned(1, str(sources.landing_directory(tmp_path, 3)))  # a lost state is still rebuilt from the raw ops
+    _archive_files(sources.landing_directory(tmp_path, 3), [48], now)
+    assert sources.prune_archives(kind, 3, tmp_path, 24 * 3600, now) == 1
+    with pytest.raises(RuntimeError, match="cannot be rebuilt"):
+        refuse_pruned(1, str(sources.landing_directory(tmp_path, 3)))
+
+
+def test_a_redis_stream_keeps_no_archive_to_prune(tmp_path):
+    now = time.time()
+    derived = _archive_files(derived_directory(tmp_path, 3), [30], now)
+    assert sources.prune_archives("redis", 3, tmp_path, 24 * 3600, now) is None
+    assert len(list(derived.iterdir())) == 1
+    with pytest.raises(ValueError, match="unknown source kind"):
+        sources.prune_archives("kafka", 3, tmp_path, 24 * 3600, now)

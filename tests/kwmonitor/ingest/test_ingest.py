@@ -111,7 +111,7 @@ def test_oversized_body_is_refused_whole(client, stream, landing, settings):
 
 def test_a_stream_locked_by_a_live_writer_past_the_wait_is_a_503_and_stores_nothing(client, stream, landing,
                                                                                      redis_client, monkeypatch):
-    monkeypatch.setattr(sources, "LANDING_LOCK_SECONDS", 0.2)
+    monkeypatch.setattr(sources.writer, "LANDING_LOCK_SECONDS", 0.2)
     holder = redis_client.lock(Keys.stream_lock(stream.pk), timeout=30)
     assert holder.acquire(blocking=False)
     response = post(client, stream, ndjson(*GOOD))

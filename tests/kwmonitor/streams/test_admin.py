@@ -104,3 +104,12 @@ def test_a_stream_guard_with_no_finite_limit_is_refused_by_the_model(shop):
         shop.full_clean()
     assert raised.value.message_dict["max_clock_jump"] == [
         "Enter a finite number of seconds (leave it empty for no limit)."]
+
+
+def test_a_source_kind_that_is_not_one_is_refused_by_the_model(shop):
+    from django.core.exceptions import ValidationError
+
+    shop.source_kind = "kafka"
+    with pytest.raises(ValidationError) as raised:
+        shop.full_clean()
+    assert "source_kind" in raised.value.message_dict and not shop.is_captured and not shop.has_landing_directory

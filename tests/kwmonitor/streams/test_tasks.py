@@ -50,3 +50,19 @@ def test_archived_landing_files_older_than_the_retention_are_deleted(shop, setti
     assert sorted(p.name for p in archive.iterdir()) == [".00000000000000000400.x.tmp", ".pruned",  # the mark
                                                          f"{200:020d}.ndjson", f"{300:020d}.ndjson"]
     assert unarchived.exists()
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_the_derived_streams_archive_is_pruned_with_the_landing_one(shop, settings, tmp_path):
+    settings.LANDING_DIR = tmp_path / "landing"
+    settings.LANDING_ARCHIVE_HOURS = 24
+    archive = landing_archive(shop.derived_path())
+    archive.mkdir(parents=True)
+    now = time.time()
+    for first, age_hours in ((0, 25), (100, 0)):
+        path = archive / f"{first:020d}.ndjson"
+        path.write_text('{"seq":%d,"k":"t"}\n' % first)
+        os.utime(path, (now - age_hours * 3600, now - age_hours * 3600))
+    assert prune_landing_archives() == {str(shop.pk): 1}
+    assert sorted(p.name for p in archive.iterdir()) == [".pruned", f"{100:020d}.ndjson"]

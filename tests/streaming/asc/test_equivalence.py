@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from streaming.asc import AscIndex, AscStream, BatchEvaluator, ScalarEvaluator, Sequence, TicketRouter
 from streaming.asc.construct import Asc
 from streaming.asc.predicates import query_holds
-from streaming.asc.sequences import hybrid_sequence, macro_sequence
+from streaming.asc.sequence_search import hybrid_sequence, macro_sequence
 from streaming.asc.vectorised import words_to_int
 
 from .strategies import ATTRS, query_sets, tuples

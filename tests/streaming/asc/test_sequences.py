@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from streaming.asc import AscIndex, BatchEvaluator, PredicateError, Sequence
-from streaming.asc.sequences import hybrid_sequence, macro_order, sequence_cost
+from streaming.asc.sequence_search import hybrid_sequence, macro_order, sequence_cost
 
 
 def sample_of(ev: BatchEvaluator, rows: list[dict]) -> np.ndarray:

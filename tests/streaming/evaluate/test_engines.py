@@ -88,7 +88,7 @@ def test_static_state_equals_dynamic_state():
 def test_every_evaluator_a_stream_engine_drives_is_one_and_static_dynamic_loads_in_bulk():
     from streaming.evaluate.filtering import FilterEngine
     from streaming.evaluate.protocol import BulkEvaluator, Evaluator
-    from streaming.selected import verdict_store
+    from streaming.query_alone import verdict_store
 
     ops = [ins("R", i, id=i, t=["x", "", "y", "", "x y"][i % 5], up=(i * 7) % 6) for i in range(12)]
     engines = {engine: KeywordEngine(SELF, "x y", 4, None, engine) for engine in ENGINES}

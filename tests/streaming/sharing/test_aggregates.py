@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from streaming.asc.predicates import parse_predicate, query_holds
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.selected import verdict_store
+from streaming.query_alone import verdict_store
 from streaming.sharing.properties import SharingPlan
 from streaming.sharing.runner import MODES, PlanRun
 from streaming.sharing.windows import Partial, having_holds

@@ -1,7 +1,7 @@
 """Every query of a plan gets, in every sharing mode, exactly what it gets when it runs alone.
 
 The reference is the single-query engine (``python -m streaming run`` with
-``--predicate``: :class:`~streaming.selected.SelectedQuery`), itself checked
+``--predicate``: :class:`~streaming.query_alone.SelectedQuery`), itself checked
 against the brute-force enumerator. Random schemas have parallel FKs and a
 self-reference; random streams have deletes (of live and of missing keys),
 late ops, clock jumps and window expiries. The one deliberate difference is
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from streaming.asc.predicates import parse_predicate
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
-from streaming.selected import SelectedQuery
+from streaming.query_alone import SelectedQuery
 from streaming.sharing.properties import SharingPlan
 from streaming.sharing.runner import MODES, PlanRun
 from tests.streaming.sharing.strategies import plan_windows, plans, schema_docs, streams
@@ -127,7 +127,8 @@ def test_the_cli_writes_one_file_per_query_equal_across_modes_and_to_run(tmp_pat
         assert proc.stderr.count("\n") == 3  # the example's three bad ops
         outputs[mode] = {p.name: p.read_text() for p in out.glob("*.ndjson")}
         stats = json.loads((out / "stats.json").read_text())
-        for field in ("sharing", "classes", "queries_sharing", "lattices", "store_tuples_peak", "cpu_s", "us_per_op"):
+        for field in ("sharing", "classes", "queries_sharing", "lattices", "store_tuples_peak", "cpu_s", "us_per_op",
+                      "plan_cpu_s", "output_cpu_s"):
             assert field in stats
     assert outputs["none"] == outputs["match"] == outputs["widen"]
     assert sorted(outputs["widen"]) == ["aggregate-9.ndjson", "query-1.ndjson", "query-2.ndjson",

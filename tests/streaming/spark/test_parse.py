@@ -34,7 +34,7 @@ def test_arrow_stage_round_trips_to_the_driver_parse():
 
 
 def test_selection_constructs_run_on_the_inserts_of_covered_relations():
-    from streaming.selection import GroupSelection
+    from streaming.asc_selection import GroupSelection
 
     schema = Schema.from_dict(SHOP_SCHEMA)
     price = {"relation": "Product", "attribute": "price", "op": ">=", "value": 40}

@@ -1,0 +1,241 @@
+"""The pipeline a fault test drives and checks: ops posted over HTTP, beat's rounds, the feed and history compared.
+
+A fault test makes a stream with saved queries (:func:`fault_stream`: its
+lines and each query's reference), runs its evaluator under the supervisor
+with beat's supervision and history rounds in a thread (:func:`evaluated`),
+follows a query with the example feed client (:func:`followed`), and feeds
+the lines: posted in bodies in order, a body sent again while the server
+answers 503 or does not answer (:func:`feed`), or ingested in the test's
+process (:func:`feed_in_process`). What the feed client printed and what
+history holds are held to the reference (``tests.faults.reference``) change
+by change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from django.db import connection
+
+from kwmonitor.accounts.models import ApiToken
+from kwmonitor.ingest.service import Ingestor
+from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.history import HistoryPersister
+from kwmonitor.streams.models import ResultEvent, Stream
+from kwmonitor.streams.supervisor import Supervisor
+from streaming import bus
+from streaming.ops import op_to_dict
+from streaming.schema import Schema
+from streaming.sources import read_landing, split_seq
+from streaming.workloads import ecommerce
+from tests.browser.server import ROOT
+from tests.faults.reference import Change, by_seq, change_of, live_after, reference_changes
+
+__all__ = ["BODY", "PAUSE", "FaultStream", "fault_stream", "Evaluated", "evaluated", "followed", "feed",
+           "feed_in_process", "beat", "check_stretch", "check_feed", "history_of", "wait_until", "applied_seq",
+           "wait_running", "wait_published", "wait_followed", "check_landing"]
+
+BODY, PAUSE = 60, 0.05  # bodies of 60 lines, one after the other
+
+
+@dataclass
+class FaultStream:
+    """A stream of the demo schema with saved queries, the lines to send it and each query's reference."""
+
+    stream: Stream
+    queries: list[KeywordQuery]
+    token: str  # an API token of the queries' owner, for the feeds
+    lines: list[str]
+    references: dict[int, list[Change]]  # by query id
+    env: dict[str, str]  # what daphne needs to write where the test's evaluator reads
+
+
+def fault_stream(settings, tmp_path: Path, user, schema, keywords: Sequence[str], tmax: int, ops: int) -> FaultStream:
+    """A stream with a query per keyword set, its landing, checkpoints and logs under ``tmp_path``, and ``ops``
+    E-commerce lines (seed 11)."""
+    settings.LANDING_DIR = tmp_path / "landing"
+    settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
+    settings.EVALUATOR_LOG_DIR = tmp_path / "log"
+    stream = Stream.objects.create(name="shop", schema=schema)
+    queries = [KeywordQuery.objects.create(owner=user, name=words, schema=schema, stream=stream, keywords=words,
+                                           tmax=tmax) for words in keywords]
+    _, token = ApiToken.issue(user, "faults")
+    lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(ops, seed=11).ops()]
+    reference_schema = Schema.from_dict(ecommerce.SCHEMA_DOC)
+    references = {q.pk: reference_changes(reference_schema, q.keywords, tmax, lines) for q in queries}
+    env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
+    return FaultStream(stream, queries, token, lines, references, env)
+
+
+@dataclass
+class Evaluated:
+    """The stream's running evaluator: its id, how long it took to run, the beat rounds that failed."""
+
+    evaluator_id: int
+    up_after: float = 0.0
+    beat_errors: Counter = field(default_factory=Counter)
+
+
+@contextlib.contextmanager
+def evaluated(client, stream: Stream) -> Iterator[Evaluated]:
+    """Start the stream's evaluator under the supervisor, wait for it to run, then run beat's rounds in a thread;
+    on the way out stop the rounds, then the evaluator."""
+    supervisor = Supervisor()
+    run = Evaluated(supervisor.start(stream.evaluator.pk).pk)
+    stop = threading.Event()
+    beating = threading.Thread(target=beat, args=(client, stop, run.beat_errors), daemon=True)
+    try:
+        run.up_after = wait_running(client, run.evaluator_id)
+        beating.start()
+        yield run
+    finally:
+        stop.set()
+        if beating.is_alive():
+            beating.join(timeout=30)
+        supervisor.stop(run.evaluator_id)
+
+
+@contextlib.contextmanager
+def followed(base: str, query: KeywordQuery, token: str, directory: Path) -> Iterator[Path]:
+    """``python -m kwmonitor.feed_client`` following the query's feed; yields the file of its output (NDJSON),
+    its complaints going to ``feed.err`` beside it."""
+    out = directory / "feed.ndjson"
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "kwmonitor.feed_client", "--url", f"{base.replace('http', 'ws')}/ws/queries/{query.pk}/"],
+        cwd=ROOT, env=dict(os.environ, KWMONITOR_TOKEN=token), stdout=out.open("w"),
+        stderr=(directory / "feed.err").open("w"))
+    try:
+        yield out
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+
+
+def feed(base: str, stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]],
+         pause: float = PAUSE) -> None:
+    """POST the lines in bodies, ``pause`` s apart, in order; a body answered 503 (or not answered) is sent again.
+    Each event of ``crashes`` is set when the feeder reaches its line (the first of a body)."""
+    for start in range(0, len(lines), BODY):
+        for at, reached in crashes:
+            if start == at:
+                reached.set()
+        body = "".join(line + "\n" for line in lines[start:start + BODY]).encode()
+        while True:
+            request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=body, method="POST", headers={
+                "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    tally["accepted"] += json.loads(response.read())["accepted"]
+                    break
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 503, exc.read()
+                tally["503"] += 1
+            except OSError:
+                tally["unanswered"] += 1
+            time.sleep(0.3)
+        time.sleep(pause)
+
+
+def feed_in_process(stream, lines: list[str], tally: Counter, pause: float = PAUSE) -> None:
+    """Ingest the lines in bodies, ``pause`` s apart, in order, in this process (as the ingest view does, without
+    the web server: the stream goes on while it is down)."""
+    ingestor = Ingestor(stream)
+    try:
+        for start in range(0, len(lines), BODY):
+            tally["accepted"] += ingestor.ingest(lines[start:start + BODY]).accepted
+            time.sleep(pause)
+    finally:
+        connection.close()
+
+
+def beat(client, stop: threading.Event, errors: Counter) -> None:
+    """What beat sends while the stream runs: supervision and history rounds (a round that fails is skipped)."""
+    persister, supervisor = HistoryPersister(client), Supervisor()
+    while not stop.wait(1.0):
+        for name, step in (("supervise", supervisor.supervise), ("persist", persister.run)):
+            try:
+                step()
+            except Exception:
+                errors[name] += 1
+    connection.close()
+
+
+def check_stretch(reference: list[Change], snapshot: dict, changes: list[Change], last: bool) -> None:
+    """A snapshot and the changes after it equal the reference's live set then its changes (all of them if last)."""
+    at = snapshot["last_seq"] if snapshot["last_seq"] is not None else -1
+    assert {change_of(0, "add", r)[2] for r in snapshot["results"]} == live_after(reference, at)
+    got, want = by_seq(changes), by_seq([c for c in reference if c[0] > at])
+    assert len(got) <= len(want) and (len(got) == len(want) or not last)
+    for i, ((seq, group), (ref_seq, ref_group)) in enumerate(zip(got, want)):
+        assert seq == ref_seq, f"a change at seq {seq} where the reference has seq {ref_seq}"
+        whole = last or i < len(got) - 1  # the connection may have dropped within the last seq of a stretch
+        assert group == ref_group if whole else not group - ref_group, f"seq {seq}: {group} != {ref_group}"
+
+
+def check_feed(reference: list[Change], messages: list[dict]) -> int:
+    """A feed client's messages (a snapshot, changes, perhaps a new snapshot and changes...) equal the reference,
+    stretch by stretch, the last one to its end; returns how many snapshots it got."""
+    starts = [i for i, m in enumerate(messages) if m["type"] == "snapshot"] + [len(messages)]
+    assert starts[0] == 0, f"the feed did not start with a snapshot: {messages[:1]}"
+    for first, end in zip(starts, starts[1:]):
+        changes = [change_of(m["seq"], m["type"], m["result"]) for m in messages[first + 1:end]]
+        check_stretch(reference, messages[first], changes, last=end == len(messages))
+    return len(starts) - 1
+
+
+def history_of(query) -> list[Change]:
+    """The query's history rows as changes, in the order they were written."""
+    return [change_of(seq, kind, result) for seq, kind, result in
+            ResultEvent.objects.filter(query=query).order_by("id").values_list("seq", "type", "result")]
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str, every: float = 0.2) -> float:
+    """Poll ``condition`` until it is true; fail naming ``what`` after ``timeout`` s; returns the seconds waited."""
+    began = time.monotonic()
+    while not condition():
+        assert time.monotonic() < began + timeout, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(every)
+    return time.monotonic() - began
+
+
+def applied_seq(client, evaluator_id: int) -> int:
+    """The last seq the evaluator applied (-1: none yet)."""
+    return int(client.hget(bus.Keys.evaluator_state(evaluator_id), "seq") or -1)
+
+
+def wait_running(client, evaluator_id: int, timeout: float = 300) -> float:
+    """Wait for the evaluator's heartbeat to say it runs; returns the seconds waited."""
+    return wait_until(lambda: getattr(bus.read_heartbeat(client, evaluator_id), "status", None) == "running",
+                      timeout, "the evaluator to run", every=0.5)
+
+
+def wait_published(client, evaluator_id: int, faulty: FaultStream, timeout: float = 300) -> float:
+    """Wait for the evaluator to apply every line and publish each query's last reference change."""
+    return wait_until(lambda: applied_seq(client, evaluator_id) >= len(faulty.lines) - 1 and all(
+        int(client.get(bus.Keys.published_seq(query.pk)) or -1) >= faulty.references[query.pk][-1][0]
+        for query in faulty.queries), timeout, "every op applied and its changes published", 0.5)
+
+
+def wait_followed(client, query: KeywordQuery, out: Path, timeout: float = 60) -> float:
+    """Wait for the feed client writing ``out`` to get the query's last published change."""
+    last_id = client.xrevrange(bus.Keys.changes(query.pk), count=1)[0][0]
+    return wait_until(lambda: last_id in out.read_text(), timeout, "the feed client to get the last change", 0.3)
+
+
+def check_landing(landing_dir: Path, faulty: FaultStream, tally: Counter) -> None:
+    """Every line was accepted once and stored once, line i with seq i."""
+    stored = [split_seq(line) for line in read_landing(landing_dir / str(faulty.stream.pk))]
+    assert tally["accepted"] == len(faulty.lines)
+    assert stored == [(i, json.loads(line)) for i, line in enumerate(faulty.lines)]
