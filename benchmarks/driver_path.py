@@ -3,12 +3,14 @@
 * parse: the ``mapInArrow`` function of ``streaming.spark.parse.make_parser``
   (what each executor core runs) over one Arrow batch of stored lines;
 * collect: ``collect_ops`` turning its output back into ops on the driver;
-* apply: ``GroupEvaluator.apply_batch`` with the three demo queries
+* apply: ``GroupEvaluator.apply_batch`` (the stream session and its Redis I/O) with the three demo queries
   (``kwmonitor.streams.demo.DEMO_QUERIES``) or ``--random-queries N`` random
   saved queries (``streaming.workloads.queries``; ``--keyword-sets 400``: drawn
   from 400 keyword sets as in ``bench sharing``), batches of ``--batch`` ops,
   on a real Redis (``--redis-url``, flushed), after ``--ops`` ops of warm-up;
-  ``--profile FILE`` writes a cProfile of the timed apply::
+  ``--profile FILE`` writes a cProfile of the timed apply;
+* session: ``StreamSession.apply`` alone on the same batches (no I/O: what
+  ``apply`` costs on top of it is Redis)::
 
     .venv/bin/python benchmarks/driver_path.py [--random-queries 100]
 
@@ -52,6 +54,7 @@ def main() -> None:
 
     from streaming import bus
     from streaming.evaluator import GroupEvaluator, group_keywords
+    from streaming.session import StreamSession
     from streaming.parsed import parse_stored_line
     from streaming.schema import Schema
     from streaming.sources import stamp
@@ -107,7 +110,16 @@ def main() -> None:
         profiler.disable()
         profiler.dump_stats(args.profile)
     client.flushdb()
-    print(f"parse {parse_us:.1f} us/op, collect {collect_us:.1f} us/op, apply_batch {apply_us:.1f} us/op "
+    session = StreamSession()
+    session.adopt(plan)
+    for b in range(0, args.ops, args.batch):
+        session.apply(rows[b:b + args.batch])
+    start = time.perf_counter()
+    for b in range(args.ops, 2 * args.ops, args.batch):
+        session.apply(rows[b:b + args.batch])
+    session_us = (time.perf_counter() - start) / args.ops * 1e6
+    print(f"parse {parse_us:.1f} us/op, collect {collect_us:.1f} us/op, apply_batch {apply_us:.1f} us/op, "
+          f"session {session_us:.1f} us/op "
           f"({len(queries)} queries; last batch ms: {', '.join(f'{k} {v:.0f}' for k, v in metrics.breakdown_ms.items())})")
 
 

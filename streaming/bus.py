@@ -58,6 +58,7 @@ from .events import (
     Snapshot,
     parse_event,
 )
+from .ports import StateLost
 
 __all__ = [
     "CHANGES_MAXLEN",
@@ -282,10 +283,6 @@ def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[Result
     serialized = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json(), c.seq)
                   for c in changes]
     return publish_serialized_changes(client, {query_id: serialized})
-
-
-class StateLost(RuntimeError):
-    """Redis no longer holds the publishing evaluator's state: nothing was published."""
 
 
 def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],

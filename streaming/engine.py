@@ -1,8 +1,10 @@
 """The keyword-query engine: a state machine ``apply(op) -> changes`` over one stream.
 
-:class:`StreamEngine` is the op path every engine shares: the stream rules,
-the live store and the sliding window; a subclass supplies the evaluator that
-turns inserted and deleted tuples into results. One :class:`KeywordEngine`
+:class:`StreamRules` are what every engine of a stream shares: the stream
+rules, the live store and the sliding window. :class:`StreamEngine` drives an
+evaluator through them (an :class:`~streaming.evaluate.protocol.Evaluator`,
+which turns inserted and deleted tuples into results); the shared engine
+(``streaming.sharing``) drives its sharing classes. One :class:`KeywordEngine`
 serves one continuous keyword query (keywords, ``tmax``, window) with one of
 three evaluators:
 
@@ -29,31 +31,28 @@ from .evaluate.dynamic import DynamicEvaluator
 from .evaluate.mesh import MeshEvaluator
 from .evaluate.plan import LatticePlan
 from .evaluate.results import Change, Result
-from .evaluate.static import evaluate_static
+from .evaluate.protocol import BulkEvaluator, Evaluator
 from .clock import ClockGuard
 from .keywords import KeywordSet, tokens
 from .ops import Op, OpRejected
 from .schema import Schema
 from .window import LiveStore, SlidingWindow
 
-__all__ = ["ENGINES", "Result", "Change", "StreamEngine", "KeywordEngine"]
+__all__ = ["ENGINES", "Result", "Change", "StreamRules", "StreamEngine", "KeywordEngine"]
 
 ENGINES = ("dynamic", "static-dynamic", "mesh")
 _KINDS = ("insert", "delete")
 
 
-class StreamEngine:
-    """The op path of one stream: stream rules, live store, window expiry, loading, inspection.
+class StreamRules:
+    """The stream rules of one stream: live store, sliding window, clock guard; an op judged and the
+    clock moved, what the new time pushes out of the window expired.
 
-    A subclass sets ``self.evaluator`` (``insert``/``delete`` of a stored
-    tuple returning the results born or dead with it, ``snapshot``,
-    ``stats``) and may override :meth:`_mask` (the keyword mask stored with a
-    tuple) and ``_bulk_evaluate`` (see :meth:`load`).
+    A subclass says what a tuple leaving the store ends (:meth:`_delete`)
+    and applies ops: :class:`StreamEngine` through an
+    :class:`~streaming.evaluate.protocol.Evaluator`, the shared engine
+    (``streaming.sharing``) through its classes.
     """
-
-    evaluator: Any
-    # Bulk start: load() only stores the tuples, then calls this on the evaluator.
-    _bulk_evaluate: Callable[[Any], Any] | None = None
 
     def __init__(self, schema: Schema, window_seconds: float | None = None, guard: ClockGuard | None = None):
         self.schema = schema
@@ -117,6 +116,36 @@ class StreamEngine:
             raise OpRejected(self.time_reason(op) or f"op refused: {op}")
         self.last_ts = ts
 
+    def _delete(self, relation: str, key: Any) -> list[Result]:
+        """Take a tuple out of the store; return the results that die with it."""
+        raise NotImplementedError
+
+    def _expire(self, now: float) -> list[Result]:
+        gone: list[Result] = []
+        for relation, key in self.window.due(now, self.store):
+            gone.extend(self._delete(relation, key))
+        return gone
+
+    def tuple_values(self, relation: str, key: Any) -> dict | None:
+        """The live tuple's values (for display), or None."""
+        rows = self.store.rows.get(relation)
+        row = rows.get(key) if rows is not None else None
+        return None if row is None else dict(row.values)
+
+
+class StreamEngine(StreamRules):
+    """The op path of one stream driven through an evaluator: stream rules, window expiry, loading, inspection.
+
+    A subclass sets ``self.evaluator`` (an
+    :class:`~streaming.evaluate.protocol.Evaluator`), may set
+    ``self.bulk_evaluator`` (see :meth:`load`) and may override :meth:`_mask`
+    (the keyword mask stored with a tuple).
+    """
+
+    evaluator: Evaluator
+    # Bulk start: load() only stores the tuples, then this evaluator evaluates them at once.
+    bulk_evaluator: BulkEvaluator | None = None
+
     def apply(self, op: Op) -> list[Change]:
         """Move the clock to the op's time (expiring what it pushes out of the window), then apply the op;
         return the changes. A rejected op raises :class:`OpRejected` carrying the expiries it caused."""
@@ -154,12 +183,6 @@ class StreamEngine:
         self.last_ts = ts
         return [Change("remove", r) for r in self._expire(ts)] if self.window.pending(ts) else []
 
-    def _expire(self, now: float) -> list[Result]:
-        gone: list[Result] = []
-        for relation, key in self.window.due(now, self.store):
-            gone.extend(self._delete(relation, key))
-        return gone
-
     def _mask(self, relation: str, values: dict) -> int:
         """The keyword mask stored with a tuple (none without keywords)."""
         return 0
@@ -175,14 +198,14 @@ class StreamEngine:
         """Take in the ops already in the window without reporting changes.
 
         A bulk-loading engine (``static-dynamic``) stores the tuples and
-        evaluates them once at the end (``_bulk_evaluate``); the others
+        evaluates them once at the end (``bulk_evaluator``); the others
         apply them one by one. A rejected op is passed to
         ``on_reject(index, op, reason)``, or raised when there is no callback
         (the ops before it stay loaded and evaluated).
         """
         if self.applied or len(self.store):
             raise RuntimeError("load() starts an engine: it must come before any other op")
-        bulk = self._bulk_evaluate
+        bulk = self.bulk_evaluator
         try:
             for i, op in enumerate(ops):
                 try:
@@ -196,7 +219,7 @@ class StreamEngine:
                     on_reject(i, op, str(exc))
         finally:
             if bulk is not None:
-                bulk(self.evaluator)
+                bulk.bulk_load()
 
     def _store_only(self, op: Op) -> None:
         """The op path of :meth:`apply` with no evaluation (a bulk load evaluates at the end)."""
@@ -219,12 +242,6 @@ class StreamEngine:
     def snapshot(self) -> list[Result]:
         """The live results, sorted."""
         return self.evaluator.snapshot()
-
-    def tuple_values(self, relation: str, key: Any) -> dict | None:
-        """The live tuple's values (for display), or None."""
-        rows = self.store.rows.get(relation)
-        row = rows.get(key) if rows is not None else None
-        return None if row is None else dict(row.values)
 
     def stats(self) -> dict[str, Any]:
         """Sizes for dashboards and benchmarks: window, live tuples, ops, and the evaluator's own."""
@@ -252,7 +269,6 @@ class KeywordEngine(StreamEngine):
         super().__init__(schema, window_seconds, guard)
         self.tmax = tmax
         self.engine = engine
-        self._bulk_evaluate = evaluate_static if engine == "static-dynamic" else None
         self._keyword_words = self.keywords.keywords
         self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
         if lattice is None:
@@ -264,7 +280,9 @@ class KeywordEngine(StreamEngine):
         if engine == "mesh":
             self.evaluator = MeshEvaluator(self.plan, self.store)
         else:
-            self.evaluator = DynamicEvaluator(self.plan, self.store)
+            self.evaluator = dynamic = DynamicEvaluator(self.plan, self.store)
+            if engine == "static-dynamic":
+                self.bulk_evaluator = dynamic
 
     def _mask(self, relation: str, values: dict) -> int:
         """Keyword mask of a tuple; a substring test skips tokenising text that holds no keyword."""

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from ..window import LiveStore, LiveTuple
 from .plan import LatticePlan
 from .results import Result, ResultSet, make_result
+from .static import evaluate_static
 
 __all__ = ["DynamicEvaluator"]
 
@@ -78,7 +79,8 @@ class DynamicEvaluator:
 
     # -- sub-relation bookkeeping -------------------------------------------------
 
-    def _enter(self, v: int, key: Any, row: LiveTuple) -> None:
+    def enter(self, v: int, key: Any, row: LiveTuple) -> None:
+        """Put a tuple into ``S[v]`` (the caller checked it belongs there)."""
         plan = self.plan
         sub = self.sub[v]
         if not sub:
@@ -129,7 +131,7 @@ class DynamicEvaluator:
                     if not bucket:
                         del values[value]
 
-    def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
+    def supports(self, v: int, key: Any, row: LiveTuple) -> bool:
         """Whether the tuple joins at least one tuple of every child's sub-relation."""
         sub, index = self.sub, self.index
         for c, parent_holds, fk, column in self.plan.kids[v]:
@@ -150,7 +152,7 @@ class DynamicEvaluator:
         leaves = plan.leaves.get(label)
         if leaves:
             for v in leaves:
-                self._enter(v, key, row)
+                self.enter(v, key, row)
                 self._climb(v, key, row, [(v, key, -1)])
         if label in plan.inner_labels:
             candidates = self._candidates(relation, key, row)
@@ -159,8 +161,8 @@ class DynamicEvaluator:
                 for v in candidates:
                     if key in sub[v]:
                         self._climb(v, key, row, [(v, key, -1)])
-                    elif missing[v] == 0 and self._supported(v, key, row):
-                        self._enter(v, key, row)
+                    elif missing[v] == 0 and self.supports(v, key, row):
+                        self.enter(v, key, row)
                         self._climb(v, key, row, [(v, key, -1)])
         return added
 
@@ -214,9 +216,9 @@ class DynamicEvaluator:
                     continue
                 for v, ei in targets:
                     if pk not in sub[v]:
-                        if missing[v] or not self._supported(v, pk, prow):
+                        if missing[v] or not self.supports(v, pk, prow):
                             continue
-                        self._enter(v, pk, prow)
+                        self.enter(v, pk, prow)
                     path.append((v, pk, ei))
                     self._climb(v, pk, prow, path)
                     path.pop()
@@ -258,6 +260,15 @@ class DynamicEvaluator:
                 return []
             partial = [(t1 + t2, e1 + e2) for t1, e1 in partial for t2, e2 in below]
         return partial
+
+    def expand_root(self, root: int, key: Any, row: LiveTuple) -> list[tuple[list, list]]:
+        """Every joined tree of root tuple ``key`` as (tuples, edges)."""
+        return self._expand(root, key, row, [], -1)
+
+    def bulk_load(self) -> list[Result]:
+        """Evaluate every tuple of the store at once with CNEvalStatic (``streaming.evaluate.static``); the
+        evaluator must have seen no tuple. Returns the results found."""
+        return evaluate_static(self)
 
     # -- delete -------------------------------------------------------------------
 

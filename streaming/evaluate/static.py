@@ -12,10 +12,12 @@ op-by-op evaluation would have reached, so dynamic evaluation continues from it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .dynamic import DynamicEvaluator
 from .results import Result, make_result
+
+if TYPE_CHECKING:  # the evaluator's bulk_load() calls this module
+    from .dynamic import DynamicEvaluator
 
 __all__ = ["evaluate_static"]
 
@@ -39,7 +41,7 @@ def evaluate_static(evaluator: DynamicEvaluator) -> list[Result]:
         rows = rows_of[relation]
         if not plan.kids[v]:
             for key, row in by_label.get((relation, mask), ()):
-                evaluator._enter(v, key, row)
+                evaluator.enter(v, key, row)
             continue
         # semijoin from the smallest child: only tuples joining it can qualify
         c, parent_holds, fk, column = min(plan.kids[v], key=lambda kid: len(sub[kid[0]]))
@@ -52,14 +54,14 @@ def evaluate_static(evaluator: DynamicEvaluator) -> list[Result]:
         for key in candidates:
             row = rows.get(key)
             if (row is not None and row.mask & kb == mask and (admits is None or admits(relation, row))
-                    and evaluator._supported(v, key, row)):
-                evaluator._enter(v, key, row)
+                    and evaluator.supports(v, key, row)):
+                evaluator.enter(v, key, row)
     found: list[Result] = []
     rows = store.rows
     for root in plan.roots:
         relation = plan.rel[root]
         for key in evaluator.sub[root]:
-            for tuples, edges in evaluator._expand(root, key, rows[relation][key], [], -1):
+            for tuples, edges in evaluator.expand_root(root, key, rows[relation][key]):
                 result = make_result(tuples, edges)
                 if result is not None and evaluator.results.add(result):
                     found.append(result)

@@ -19,7 +19,7 @@ a delete or an expiry goes to the classes the tuple sits in; event-time work
 waits on one timer heap. A keyword-free tuple whose neighbours sit nowhere
 costs the store and a few lookups, however many queries and classes there are.
 
-Stream rules are those of :class:`~streaming.engine.StreamEngine` (the op
+Stream rules are those of :class:`~streaming.engine.StreamRules` (the op
 moves the clock, then is judged against the store), so with queries of
 different windows an op gets one verdict, against the widest window:
 re-inserting a key that left a narrow window but not the widest is rejected
@@ -36,7 +36,7 @@ from time import perf_counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..clock import ClockGuard
-from ..engine import StreamEngine
+from ..engine import StreamRules
 from ..evaluate.results import Result
 from ..evaluate.shared import SharedLatticeEvaluator
 from ..keywords import tokens
@@ -72,7 +72,7 @@ def _ignore(*_: Any) -> None:
     return None
 
 
-class SharedEngine(StreamEngine):
+class SharedEngine(StreamRules):
     """All queries and aggregate subscriptions of one stream, evaluated with sharing.
 
     Build it, call :meth:`set_plan` (again whenever the plan changes), then
@@ -90,7 +90,6 @@ class SharedEngine(StreamEngine):
         if mode not in SHARING_MODES:
             raise ValueError(f"sharing mode must be one of {', '.join(SHARING_MODES)}, got {mode!r}")
         super().__init__(schema, None, guard)
-        self.evaluator = self
         self.mode = mode
         self.sink = sink
         self.aggregate_sink = aggregate_sink
@@ -375,7 +374,7 @@ class SharedEngine(StreamEngine):
                         break
         return mask
 
-    def apply(self, op: Op, qmask: int | None = None,  # type: ignore[override]
+    def apply(self, op: Op, qmask: int | None = None,
               hits: Iterable[str] | None = None) -> list:
         """Apply one op (changes go to the sinks).
 
@@ -591,9 +590,6 @@ class SharedEngine(StreamEngine):
         """The live results of one query, sorted."""
         cls = self.class_of[query_id]
         return cls.delivery.results_of(self.bit_of[query_id])
-
-    def snapshot(self) -> list[Result]:
-        raise TypeError("a shared engine has a live set per query: use results(query_id)")
 
     def apportion_busy(self) -> None:
         """Share the shared lattice's measured time among the keyword classes (what placement reads as

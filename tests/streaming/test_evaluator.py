@@ -224,7 +224,7 @@ def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, t
     bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
     restarted = GroupEvaluator(redis_client, 1)
     restarted.start()  # what Redis holds again is the whole state
-    assert restarted.applied_seq == len(LINES) - 1 and restarted.lines == ev.lines
+    assert restarted.applied_seq == len(LINES) - 1 and restarted.session.lines == ev.session.lines
 
 
 def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
@@ -249,8 +249,8 @@ def test_crash_after_persist_before_publish_is_reconciled(redis_client):
     first.apply_batch(0, rows[:12])
     for row in rows[12:20]:  # applied and persisted, but the process dies before publishing
         if row.op is not None:
-            first._apply(row)
-        first.applied_seq = row.seq
+            first.session.apply_op(row)
+        first.session.applied_seq = row.seq
     first._persist()
     second = GroupEvaluator(redis_client, 1)
     second.start()
@@ -302,7 +302,7 @@ def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
     ev.apply_batch(0, parsed(redis_client, bad))
     reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
     assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
-    assert ev.lines and ev.applied_seq == 1
+    assert ev.session.lines and ev.applied_seq == 1
 
 
 def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):
@@ -442,7 +442,7 @@ def test_a_query_with_neither_keywords_nor_predicates_is_reported(redis_client):
     ev.start()
     metrics = ev.apply_batch(0, parsed(redis_client, LINES))
     assert "without keywords needs predicates" in metrics.state["stream"]["query_errors"]["6"]
-    assert 6 not in ev.queries and published(redis_client, 5) == reference(OPS)
+    assert 6 not in ev.session.queries and published(redis_client, 5) == reference(OPS)
 
 
 def aggregate(aid, **fields):
@@ -490,8 +490,8 @@ def test_aggregate_values_equal_run_plan_across_restarts_exactly_once(redis_clie
         ev.apply_batch(0, rows[:cut])
         for row in rows[cut:cut + 4]:  # applied and persisted, then the process dies before publishing
             if row.op is not None:
-                ev._apply(row)
-            ev.applied_seq = row.seq
+                ev.session.apply_op(row)
+            ev.session.applied_seq = row.seq
         ev._persist()
         restarted = GroupEvaluator(redis_client, 1)
         restarted.start()

@@ -111,7 +111,7 @@ def test_an_item_op_without_subscriptions_changes_nothing(redis_client):
     evaluator = GroupEvaluator(redis_client, 1)
     evaluator.start()
     _feed(redis_client, evaluator, _lines(photons_document(5)))
-    assert evaluator.subscriptions is None
+    assert evaluator.session.subscriptions is None
     assert evaluator.state()["stream"]["stored_tuples"] == 5
 
 
@@ -126,7 +126,7 @@ def test_a_batch_published_before_a_crash_is_not_published_twice(redis_client, m
     _feed(redis_client, first, lines[:200])
     saved = {sid: len(_published(redis_client, sid)) for sid in TEXTS}
 
-    def crash() -> None:
+    def crash(*_outbox) -> None:
         raise SystemExit("killed after publishing")
 
     monkeypatch.setattr(first, "_persist", crash)

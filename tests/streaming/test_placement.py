@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming import bus
-from streaming.evaluator import GroupEvaluator, group_keywords
+from streaming.evaluator import EvaluatorRunner, GroupEvaluator, group_keywords
 from streaming.parsed import parse_stored_line
 from streaming.ops import op_to_dict
 from streaming.placement import (Move, Placement, Unit, evaluator_plans, handoff_complete, place, unit_costs,
@@ -115,16 +115,18 @@ def changes(redis_client, qid: int) -> list[tuple[int, str, str]]:
     return [(seq, *c) for seq in sorted(by_seq) for c in sorted(by_seq[seq])]
 
 
-def parse(evaluator: GroupEvaluator, lines: list[str]):
+def parse(plan: dict, lines: list[str]):
     schema = Schema.from_dict(SCHEMA)
-    keywords = group_keywords(bus.read_plan(evaluator.client, evaluator.evaluator_id))
+    keywords = group_keywords(plan)
     return [parse_stored_line(line, schema, keywords) for line in lines]
 
 
 class Runner:
-    """Two evaluators of one stream fed with their own batch boundaries, plans written as the web tier does."""
+    """Two evaluators of one stream fed with their own batch boundaries, plans written as the web tier does.
 
-    def __init__(self, redis_client):
+    On Redis; a subclass puts plans, evaluators and their state elsewhere (``test_session``: in memory)."""
+
+    def __init__(self, redis_client=None):
         self.client = redis_client
         self.ids = [1, 2]
         self.versions = {1: 0, 2: 0}
@@ -133,21 +135,35 @@ class Runner:
         self.units = units_of([QueryEntry.model_validate(q) for q in QUERIES], schema)
         self.placement = place(self.units, {u.key: 1.0 for u in self.units}, self.ids, Placement())
         self.write()
-        self.evaluators = {e: GroupEvaluator(redis_client, e) for e in self.ids}
+        self.evaluators = {e: self.evaluator(e) for e in self.ids}
         for evaluator in self.evaluators.values():
             evaluator.start()
         self.fed = {e: 0 for e in self.ids}
+
+    def evaluator(self, e: int) -> EvaluatorRunner:
+        return GroupEvaluator(self.client, e)
+
+    def write_plan(self, e: int, plan: dict) -> None:
+        bus.write_plan(self.client, e, plan)
+
+    def plan_of(self, e: int) -> dict:
+        return bus.read_plan(self.client, e)
+
+    def joined(self, e: int) -> dict[int, int]:
+        """The seq each query handed over to evaluator ``e`` joined at, as its state says."""
+        state = self.client.hgetall(bus.Keys.evaluator_state(e))
+        return {int(q): s for q, s in orjson.loads(state.get("joined", "{}")).items()}
 
     def write(self) -> None:
         for e in self.ids:
             self.versions[e] += 1
         for e, plan in evaluator_plans(self.full, self.ids, self.placement, self.versions).items():
-            bus.write_plan(self.client, e, plan)
+            self.write_plan(e, plan)
 
     def feed(self, e: int, upto: int) -> None:
         evaluator = self.evaluators[e]
         if upto > self.fed[e]:
-            evaluator.apply_batch(0, parse(evaluator, LINES[self.fed[e]:upto]))
+            evaluator.apply_batch(0, parse(self.plan_of(e), LINES[self.fed[e]:upto]))
             self.fed[e] = upto
 
     def start_move(self, unit_index: int) -> Move:
@@ -161,14 +177,35 @@ class Runner:
     def try_finish(self) -> bool:
         move = self.placement.move
         assert move is not None
-        state = self.client.hgetall(bus.Keys.evaluator_state(move.target))
-        joined = {int(q): s for q, s in orjson.loads(state.get("joined", "{}")).items()}
-        if not handoff_complete(move, joined, self.evaluators[move.source].applied_seq):
+        if not handoff_complete(move, self.joined(move.target), self.evaluators[move.source].applied_seq):
             return False
         assignment = dict(self.placement.assignment) | {q: move.target for q in move.queries}
         self.placement = Placement(assignment, Move(move.queries, move.source, move.target, done=True))
         self.write()
         return True
+
+
+def move_mid_stream(run: Runner, sizes: dict[int, int], offset: dict[int, int], move_at: int, unit_index: int) -> None:
+    """Feed both evaluators the whole stream, each ``sizes[e]`` ops a batch and ``offset[e]`` ops behind;
+    move a unit once one of them reached ``move_at`` and finish the move once the hand-off completes."""
+    step, moved, finished = 0, False, False
+    while min(run.fed.values()) < len(LINES):
+        step += 1
+        for e in run.ids:
+            run.feed(e, min(len(LINES), max(0, step * sizes[e] - offset[e])))
+        if not moved and max(run.fed.values()) >= move_at:
+            run.start_move(unit_index)
+            moved = True
+        elif moved and not finished:
+            finished = run.try_finish()
+    for e in run.ids:  # an idle round: plans apply between batches
+        run.evaluators[e].apply_batch(0, [])
+    if moved and not finished:
+        assert run.try_finish()
+    move = run.placement.move
+    assert move is not None and move.done
+    assert all(q not in run.evaluators[move.source].session.queries for q in move.queries)
+    assert all(q in run.evaluators[move.target].session.queries for q in move.queries)
 
 
 @pytest.mark.redis
@@ -184,30 +221,11 @@ def test_a_unit_moved_mid_stream_publishes_what_one_evaluator_publishes(redis_cl
     alone = GroupEvaluator(redis_client, 9)
     alone.start()
     for start in range(0, len(LINES), 50):
-        alone.apply_batch(0, parse(alone, LINES[start:start + 50]))
+        alone.apply_batch(0, parse(bus.read_plan(redis_client, 9), LINES[start:start + 50]))
     expected = {q["id"]: changes(redis_client, q["id"]) for q in QUERIES}
     assert any(expected.values())
 
     redis_client.flushdb()
     run = Runner(redis_client)
-    sizes = {1: batch_a, 2: batch_b}
-    offset = {1: max(0, lag), 2: max(0, -lag)}  # how far each one is behind
-    step, moved, finished = 0, False, False
-    while min(run.fed.values()) < len(LINES):
-        step += 1
-        for e in run.ids:
-            run.feed(e, min(len(LINES), max(0, step * sizes[e] - offset[e])))
-        if not moved and max(run.fed.values()) >= move_at:
-            run.start_move(unit_index)
-            moved = True
-        elif moved and not finished:
-            finished = run.try_finish()
-    for e in run.ids:  # an idle round: plans apply between batches
-        run.evaluators[e].apply_batch(0, [])
-    if moved and not finished:
-        assert run.try_finish()
+    move_mid_stream(run, {1: batch_a, 2: batch_b}, {1: max(0, lag), 2: max(0, -lag)}, move_at, unit_index)
     assert {q["id"]: changes(redis_client, q["id"]) for q in QUERIES} == expected
-    move = run.placement.move
-    assert move is not None and move.done
-    assert all(q not in run.evaluators[move.source].queries for q in move.queries)
-    assert all(q in run.evaluators[move.target].queries for q in move.queries)

@@ -85,6 +85,24 @@ def test_static_state_equals_dynamic_state():
     assert keys(fresh.snapshot()) == keys(dyn.snapshot())
 
 
+def test_every_evaluator_a_stream_engine_drives_is_one_and_static_dynamic_loads_in_bulk():
+    from streaming.evaluate.filtering import FilterEngine
+    from streaming.evaluate.protocol import BulkEvaluator, Evaluator
+    from streaming.query_alone import verdict_store
+
+    ops = [ins("R", i, id=i, t=["x", "", "y", "", "x y"][i % 5], up=(i * 7) % 6) for i in range(12)]
+    engines = {engine: KeywordEngine(SELF, "x y", 4, None, engine) for engine in ENGINES}
+    for engine in (*engines.values(), FilterEngine(SELF, ["R"], None), verdict_store(SELF, None)):
+        assert isinstance(engine.evaluator, Evaluator)
+    assert isinstance(engines["dynamic"].evaluator, BulkEvaluator)
+    assert not isinstance(engines["mesh"].evaluator, BulkEvaluator)
+    assert [name for name, engine in engines.items() if engine.bulk_evaluator is not None] == ["static-dynamic"]
+    bulk = engines["static-dynamic"]
+    bulk.load(ops)
+    assert bulk.evaluator.stats()["subrelation_tuples"] > 0
+    assert keys(bulk.snapshot()) == keys(run(SELF, "x y", 4, ops, "dynamic").snapshot())
+
+
 def test_mesh_joins_in_initcngen_preorder_and_shares_prefixes():
     from streaming.evaluate.mesh import left_deep_order
 

@@ -88,7 +88,7 @@ def test_a_class_moved_between_two_evaluators_mid_stream_keeps_every_change_stre
     assert move is not None and move.done and move.target == secondary.pk
     assert {q.name for q in queries if Placement.from_json(stream.placement).assignment[q.pk] == secondary.pk} == {
         "hat", "dress"}
-    assert all(q in evaluators[secondary.pk].queries and q not in evaluators[primary.pk].queries for q in move.queries)
+    assert all(q in evaluators[secondary.pk].session.queries and q not in evaluators[primary.pk].session.queries for q in move.queries)
 
     lines = sources.read_landing(sources.landing_directory(settings.LANDING_DIR, stream.pk))
     accepted = [json.dumps(op) for _, op in sorted(sources.split_seq(line) for line in lines)]

@@ -1,0 +1,146 @@
+"""The Redis adapters of an evaluator's ports (``streaming.ports``), over the bus's keys and scripts.
+
+The state of evaluator ``E`` is the hash ``bus.Keys.evaluator_state(E)``
+(``seq``, ``clock``, ``aggregates``, ``joined``, ``outbox`` and
+:data:`~streaming.bus.LOADED_FIELD`, written only when the evaluator loads or
+rebuilds its state: a batch whose writes a Redis client retried on an empty
+Redis re-creates the hash, not this field) and its stored tuples the hash
+``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> stored line).
+Changes are published only while that state holds the field
+(:func:`~streaming.bus.publish_serialized_changes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+import redis
+
+from . import bus
+from .events import AggregateValue, ResultView, SubscriptionResult
+from .ports import Ports
+from .session import Change, SavedState, StateWrite
+
+__all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
+
+_PUBLISH_CHUNK = 2_000
+
+
+class RedisStateStore:
+    """:class:`~streaming.ports.StateStore` in the evaluator's two Redis hashes."""
+
+    def __init__(self, client: redis.Redis, evaluator_id: int):
+        self.client = client
+        self.state_key = bus.Keys.evaluator_state(evaluator_id)
+        self.tuples_key = bus.Keys.evaluator_tuples(evaluator_id)
+        self.failed_key = bus.Keys.failed_op(evaluator_id)
+
+    def load(self) -> SavedState:
+        state = self.client.hgetall(self.state_key)
+        stored = self.client.hgetall(self.tuples_key)
+        self.client.hset(self.state_key, bus.LOADED_FIELD, 1)
+        return SavedState(
+            seq=int(state.get("seq", -1)),
+            clock=float(state["clock"]) if state.get("clock") else None,
+            aggregates=orjson.loads(state["aggregates"]) if state.get("aggregates") else {},
+            joined={int(q): seq for q, seq in orjson.loads(state["joined"]).items()} if state.get("joined") else {},
+            outbox=[AggregateValue.model_validate(v) for v in orjson.loads(state["outbox"])]
+            if state.get("outbox") else [],
+            lines={tuple(orjson.loads(field)): line for field, line in stored.items()},  # type: ignore[misc]
+        )
+
+    def lost(self) -> bool:
+        return not self.client.hexists(self.state_key, bus.LOADED_FIELD)
+
+    def save(self, write: StateWrite) -> None:
+        """The changed tuples, the applied seq, the outbox, the aggregate windows and the clock in one MULTI."""
+        dumps, tuples = orjson.dumps, write.tuples.items()
+        live = {dumps(ident): line for ident, line in tuples if line is not None}
+        gone = [dumps(ident) for ident, line in tuples if line is None]
+        with self.client.pipeline(transaction=True) as pipe:
+            if live:  # one HSET for the batch: a command per tuple cost more than the write itself
+                pipe.hset(self.tuples_key, mapping=live)
+            if gone:
+                pipe.hdel(self.tuples_key, *gone)
+            state: dict[str, Any] = {"seq": write.seq,
+                                     "outbox": orjson.dumps([v.model_dump() for v in write.outbox]).decode()}
+            if write.aggregates is not None:
+                state["aggregates"] = orjson.dumps(write.aggregates).decode()
+            if write.clock is not None:
+                state["clock"] = repr(write.clock)
+            pipe.hset(self.state_key, mapping=state)
+            pipe.execute()
+
+    def save_joined(self, joined: Mapping[int, int]) -> None:
+        self.client.hset(self.state_key, "joined", orjson.dumps(dict(joined), option=orjson.OPT_NON_STR_KEYS))
+
+    def clear(self) -> None:
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.delete(self.tuples_key, self.state_key)
+            pipe.hset(self.state_key, bus.LOADED_FIELD, 1)
+            pipe.execute()
+
+    def note_failed(self, seq: int | None, error: str) -> None:
+        self.client.set(self.failed_key, orjson.dumps({"seq": seq, "error": error}))
+
+    def clear_failed(self) -> None:
+        self.client.delete(self.failed_key)
+
+
+class RedisPublisher:
+    """:class:`~streaming.ports.Publisher` on the bus: live sets and change streams per query, stream events."""
+
+    def __init__(self, client: redis.Redis, evaluator_id: int):
+        self.client = client
+        self.state_key = bus.Keys.evaluator_state(evaluator_id)
+
+    def publish_changes(self, changes: Mapping[int, Sequence[Change]]) -> None:
+        bus.publish_serialized_changes(self.client, changes, _PUBLISH_CHUNK, self.state_key)
+
+    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> None:
+        bus.reconcile(self.client, query_id, seq, results)
+
+    def forget(self, query_ids: Iterable[int]) -> None:
+        keys = [key for qid in query_ids for key in
+                (bus.Keys.live(qid), bus.Keys.changes(qid), bus.Keys.published_seq(qid))]
+        if keys:
+            self.client.delete(*keys)
+
+    def publish_values(self, stream_id: int, values: Sequence[AggregateValue]) -> None:
+        bus.publish_aggregate_values(self.client, stream_id, values)
+
+    def publish_items(self, items: Sequence[SubscriptionResult]) -> None:
+        bus.publish_subscription_results(self.client, items)
+
+    def publish_events(self, stream_id: int, events: Sequence[Any]) -> None:
+        if len(events) == 1:
+            bus.publish_stream_event(self.client, stream_id, events[0])
+        elif events:
+            with self.client.pipeline(transaction=False) as pipe:
+                for event in events:
+                    bus.publish_stream_event(pipe, stream_id, event)
+                pipe.execute()
+
+    def write_report(self, report: Any) -> None:
+        bus.write_sharing_report(self.client, report)
+
+
+class RedisPlanSource:
+    """:class:`~streaming.ports.PlanSource`: the plan the web tier wrote, the poison ops the supervisor set aside."""
+
+    def __init__(self, client: redis.Redis, evaluator_id: int):
+        self.client = client
+        self.evaluator_id = evaluator_id
+
+    def read(self) -> dict[str, Any] | None:
+        return bus.read_plan(self.client, self.evaluator_id)
+
+    def poison(self, stream_id: int) -> dict[int, str]:
+        return {int(seq): reason for seq, reason in self.client.hgetall(bus.Keys.stream_poison(stream_id)).items()}
+
+
+def redis_ports(client: redis.Redis, evaluator_id: int) -> Ports:
+    """The ports of evaluator ``evaluator_id`` on ``client``."""
+    return Ports(RedisStateStore(client, evaluator_id), RedisPublisher(client, evaluator_id),
+                 RedisPlanSource(client, evaluator_id))
