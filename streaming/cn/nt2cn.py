@@ -288,7 +288,7 @@ def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
     labeller = _Labeller(SchemaEdges(schema))
     records = labeller.records
     leaf_records, root_records, inner_records = labeller.leaf_records, labeller.root_records, labeller.inner_records
-    child_tables = labeller.child_tables
+    choices_of, choices = labeller.choices_of, labeller.choices
     root_ids = {n.id for n in forest.roots}
     first_root = -1
     for s in forest.nodes:
@@ -297,10 +297,15 @@ def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
             first_root = len(records)
         if not s.children:
             leaf_records(s, is_root)
-        elif is_root:
-            root_records(s, child_tables(s.children))
+            continue
+        tables = []  # the edge choices per parent relation of each child, made once per child subtree
+        for c in s.children:
+            table = choices_of.get(c.id)
+            tables.append(choices(c.id) if table is None else table)
+        if is_root:
+            root_records(s, tables)
         else:
-            inner_records(s, child_tables(s.children))
+            inner_records(s, tables)
     return labeller.dag(len(records) if first_root < 0 else first_root)
 
 
@@ -332,15 +337,6 @@ class _Labeller:
         self.records_of: dict[int, list[list[int]]] = {}
         self.choices_of: dict[int, dict[int, _Choices]] = {}
         self.to_mark: dict[int, Sequence[Option]] = {}
-
-    def child_tables(self, children: Sequence[NTNode]) -> list[dict[int, _Choices]]:
-        """The edge choices per parent relation of each child NT subtree, computed once per subtree."""
-        choices_of = self.choices_of
-        tables = []
-        for c in children:
-            table = choices_of.get(c.id)
-            tables.append(self.choices(c.id) if table is None else table)
-        return tables
 
     def choices(self, child: int) -> dict[int, _Choices]:
         """The edge choices for this child NT subtree per parent relation."""
