@@ -41,7 +41,7 @@ from typing import Iterator, Sequence
 
 from ..schema import Schema
 from .model import CandidateNetwork, CNChild, CNNode, edge_code, escape
-from .templates import NTForest, generate_nts, templates
+from .templates import NTForest, NTNode, generate_nts, templates
 
 __all__ = [
     "SchemaEdges",
@@ -284,29 +284,65 @@ def nt2cn(schema: Schema, forest: NTForest) -> CNDag:
 
 
 def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
-    graph = SchemaEdges(schema)
-    nrel = len(graph.relations)
-    incidences = graph.incidences
-
-    # pass 1: records, bottom-up over the shared NT subtrees (roots come last in forest.nodes)
-    records: list[Record] = []
-    counts: list[int] = []
-    helds: list[int] = []  # per partial-CN record (they precede the whole-CN ones): fks its root holds
-    records_of: dict[int, list[list[int]]] = {}  # NT subtree id -> its records per relation
-    choices_of: dict[int, dict[int, _Choices]] = {}  # NT subtree id -> parent relation -> choices
+    """Pass 1 over the NT subtrees bottom-up (roots come last in ``forest.nodes``), then pass 2."""
+    labeller = _Labeller(SchemaEdges(schema))
+    records = labeller.records
+    leaf_records, root_records, inner_records = labeller.leaf_records, labeller.root_records, labeller.inner_records
+    choices_of, choices = labeller.choices_of, labeller.choices
     root_ids = {n.id for n in forest.roots}
     first_root = -1
+    for s in forest.nodes:
+        is_root = s.id in root_ids
+        if is_root and first_root < 0:
+            first_root = len(records)
+        if not s.children:
+            leaf_records(s, is_root)
+            continue
+        tables = []  # the edge choices per parent relation of each child, made once per child subtree
+        for c in s.children:
+            table = choices_of.get(c.id)
+            tables.append(choices(c.id) if table is None else table)
+        if is_root:
+            root_records(s, tables)
+        else:
+            inner_records(s, tables)
+    return labeller.dag(len(records) if first_root < 0 else first_root)
 
-    # towards[x]: (label, r, fk, r holds it) for each way a node of relation x hangs below one of relation r
-    towards: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(nrel)]
-    for r in range(nrel):
-        for label, other, f, holds in incidences[r]:
-            towards[other].append((label, r, f, holds))
 
-    def choices(child: int) -> dict[int, _Choices]:
+class _Labeller:
+    """The tables of the NT2CN dynamic program over ``(NT subtree, relation)``.
+
+    Pass 1 appends records bottom-up: ``records[j]`` has ``counts[j]`` nodes,
+    and a partial-CN record (they precede the whole-CN ones) has its root's
+    held foreign keys in ``helds[j]``. ``records_of[s][r]`` lists the records
+    of NT subtree ``s`` labelled with relation ``r``; ``choices_of[s][r]`` the
+    edge choices for ``s`` as a child of a node of relation ``r``. ``to_mark``
+    keeps (by id, alive) the choice lists whose every choice some whole CN
+    uses; pass 2 (:meth:`used`) starts from them.
+    """
+
+    __slots__ = ("graph", "nrel", "towards", "records", "counts", "helds", "records_of", "choices_of", "to_mark")
+
+    def __init__(self, graph: SchemaEdges) -> None:
+        self.graph = graph
+        self.nrel = nrel = len(graph.relations)
+        # towards[x]: (label, r, fk, r holds it) for each way a node of relation x hangs below one of relation r
+        self.towards: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(nrel)]
+        for r in range(nrel):
+            for label, other, f, holds in graph.incidences[r]:
+                self.towards[other].append((label, r, f, holds))
+        self.records: list[Record] = []
+        self.counts: list[int] = []
+        self.helds: list[int] = []
+        self.records_of: dict[int, list[list[int]]] = {}
+        self.choices_of: dict[int, dict[int, _Choices]] = {}
+        self.to_mark: dict[int, Sequence[Option]] = {}
+
+    def choices(self, child: int) -> dict[int, _Choices]:
         """The edge choices for this child NT subtree per parent relation."""
+        counts, helds, towards = self.counts, self.helds, self.towards
         table: dict[int, _Choices] = {}
-        for x, cands in enumerate(records_of[child]):
+        for x, cands in enumerate(self.records_of[child]):
             if not cands:
                 continue
             every = tuple(cands)
@@ -335,80 +371,83 @@ def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
                     entry.bits |= o[1]
                 else:
                     entry.free = True
-        choices_of[child] = table
+        self.choices_of[child] = table
         return table
 
-    # choice lists whose every choice some whole CN uses (keyed by id; the dict keeps them alive)
-    to_mark: dict[int, Sequence[Option]] = {}
-    for s in forest.nodes:
-        sid, smask, ssize = s.id, s.mask, s.size
-        is_root = sid in root_ids
-        if is_root and first_root < 0:
-            first_root = len(records)
-        if not s.children:
-            if not is_root:
-                records_of[sid] = [[len(records) + r] for r in range(nrel)]
-                helds.extend([0] * nrel)
-            records.extend([(r, smask, ssize, ()) for r in range(nrel)])
-            counts.extend([1] * nrel)
-            continue
-        tables = []
-        for c in s.children:
-            table = choices_of.get(c.id)
-            tables.append(choices(c.id) if table is None else table)
-        if is_root:
-            # every block of a whole-CN pair is kept: one record per relation
-            if len(tables) == 1:
-                table = tables[0]
-                for r in sorted(table):
-                    opts = table[r].options
-                    records.append((r, smask, ssize, (opts,)))
-                    counts.append(table[r].total)
-                    to_mark[id(opts)] = opts
-            elif len(tables) == 2:
-                first, second = tables
-                for r in sorted(first.keys() & second.keys()):
-                    x, y = first[r], second[r]
-                    a, b = x.options, y.options
-                    count = x.total * y.total
-                    if x.bits & y.bits:
-                        count -= _conflicts(a, b)
-                        if not count:
-                            continue
-                        # a choice is unusable only if the other position's sole choice holds its fk
-                        if len(b) == 1 and b[0][1]:
-                            a = [o for o in a if o[1] != b[0][1]]
-                        if len(x.options) == 1 and x.options[0][1]:
-                            b = [o for o in b if o[1] != x.options[0][1]]
-                    to_mark[id(a)] = a
-                    to_mark[id(b)] = b
-                    records.append((r, smask, ssize, (x.options, y.options)))
-                    counts.append(count)
-            else:
-                for r in sorted(set(tables[0]).intersection(*tables[1:])):
-                    entries = [t[r] for t in tables]
-                    per_position = tuple([e.options for e in entries])
-                    count = _group_count(per_position)
+    def leaf_records(self, s: NTNode, is_root: bool) -> None:
+        """One single-node record per relation; a hanging leaf's roots hold no foreign key."""
+        nrel, records, mask, size = self.nrel, self.records, s.mask, s.size
+        if not is_root:
+            self.records_of[s.id] = [[len(records) + r] for r in range(nrel)]
+            self.helds.extend([0] * nrel)
+        records.extend([(r, mask, size, ()) for r in range(nrel)])
+        self.counts.extend([1] * nrel)
+
+    def root_records(self, s: NTNode, tables: list[dict[int, _Choices]]) -> None:
+        """The records of a whole-CN pair: every block is kept, one record per relation with any CN.
+
+        Its size is counted in closed form, and the choices some valid
+        combination uses go to ``to_mark``.
+        """
+        records, counts, to_mark, mask, size = self.records, self.counts, self.to_mark, s.mask, s.size
+        if len(tables) == 1:
+            table = tables[0]
+            for r in sorted(table):
+                opts = table[r].options
+                records.append((r, mask, size, (opts,)))
+                counts.append(table[r].total)
+                to_mark[id(opts)] = opts
+        elif len(tables) == 2:
+            first, second = tables
+            for r in sorted(first.keys() & second.keys()):
+                x, y = first[r], second[r]
+                a, b = x.options, y.options
+                count = x.total * y.total
+                if x.bits & y.bits:
+                    count -= _conflicts(a, b)
                     if not count:
                         continue
-                    records.append((r, smask, ssize, per_position))
-                    counts.append(count)
-                    if all([e.free for e in entries]):
-                        # with the others holding nothing, any one choice is part of a valid combination
-                        for opts in per_position:
-                            to_mark[id(opts)] = opts
-                    else:
-                        usable = _usable(per_position)
-                        to_mark[id(usable)] = usable
-            continue
-        mine: list[list[int]] = [[] for _ in range(nrel)]
-        records_of[sid] = mine
+                    # a choice is unusable only if the other position's sole choice holds its fk
+                    if len(b) == 1 and b[0][1]:
+                        a = [o for o in a if o[1] != b[0][1]]
+                    if len(x.options) == 1 and x.options[0][1]:
+                        b = [o for o in b if o[1] != x.options[0][1]]
+                to_mark[id(a)] = a
+                to_mark[id(b)] = b
+                records.append((r, mask, size, (x.options, y.options)))
+                counts.append(count)
+        else:
+            for r in sorted(set(tables[0]).intersection(*tables[1:])):
+                entries = [t[r] for t in tables]
+                per_position = tuple([e.options for e in entries])
+                count = _group_count(per_position)
+                if not count:
+                    continue
+                records.append((r, mask, size, per_position))
+                counts.append(count)
+                if all([e.free for e in entries]):
+                    # with the others holding nothing, any one choice is part of a valid combination
+                    for opts in per_position:
+                        to_mark[id(opts)] = opts
+                else:
+                    usable = _usable(per_position)
+                    to_mark[id(usable)] = usable
+
+    def inner_records(self, s: NTNode, tables: list[dict[int, _Choices]]) -> None:
+        """The records of a hanging pair: per relation, one per combination of held sets holding no fk twice.
+
+        A record's size is the product of its positions' node counts and
+        ``helds`` gets the fks its root holds (parents filter on them).
+        """
+        records, counts, helds, mask, size = self.records, self.counts, self.helds, s.mask, s.size
+        mine: list[list[int]] = [[] for _ in range(self.nrel)]
+        self.records_of[s.id] = mine
         for r in sorted(set(tables[0]).intersection(*tables[1:])):
             made = mine[r]
             if len(tables) == 1:
                 for choice_set, held, count in tables[0][r].variants():
                     made.append(len(records))
-                    records.append((r, smask, ssize, (choice_set,)))
+                    records.append((r, mask, size, (choice_set,)))
                     counts.append(count)
                     helds.append(held)
                 continue
@@ -420,28 +459,38 @@ def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
                     held |= bit
                 else:
                     made.append(len(records))
-                    records.append((r, smask, ssize, tuple([v[0] for v in combo])))
+                    records.append((r, mask, size, tuple([v[0] for v in combo])))
                     counts.append(prod([v[2] for v in combo]))
                     helds.append(held)
 
-    # pass 2: records used by some whole CN (a block uses every child record of its choices)
-    if first_root < 0:
-        first_root = len(records)
-    used = bytearray(len(records))
-    used[first_root:] = b"\x01" * (len(records) - first_root)
-    for opts in to_mark.values():
-        for o in opts:
-            for k in o[3]:
-                used[k] = 1
-    for j in range(first_root - 1, -1, -1):
-        if used[j]:
-            for opts in records[j][3]:
-                for o in opts:
-                    for k in o[3]:
-                        used[k] = 1
-    starts = array("q", list(accumulate(map(mul, counts, used), initial=0)))
-    roots = range(starts[first_root], starts[-1])
-    return CNDag(graph.relations, graph.labels, records, starts, roots)
+    def used(self, first_root: int) -> bytearray:
+        """Pass 2: ``used[j]`` is 1 if some whole CN uses record ``j`` (they start at ``first_root``).
+
+        Whole-CN records are used; a block uses every child record of its
+        choices, so the choices in ``to_mark`` mark their child records, and
+        each used partial-CN record marks those of its choices, top-down.
+        """
+        records = self.records
+        used = bytearray(len(records))
+        used[first_root:] = b"\x01" * (len(records) - first_root)
+        for opts in self.to_mark.values():
+            for o in opts:
+                for k in o[3]:
+                    used[k] = 1
+        for j in range(first_root - 1, -1, -1):
+            if used[j]:
+                for opts in records[j][3]:
+                    for o in opts:
+                        for k in o[3]:
+                            used[k] = 1
+        return used
+
+    def dag(self, first_root: int) -> CNDag:
+        """The records with node ids fixed: a used record owns ``counts[j]`` consecutive ids."""
+        used = self.used(first_root)
+        starts = array("q", list(accumulate(map(mul, self.counts, used), initial=0)))
+        roots = range(starts[first_root], starts[-1])
+        return CNDag(self.graph.relations, self.graph.labels, self.records, starts, roots)
 
 
 def build_dag(schema: Schema, m: int, tmax: int) -> CNDag:
