@@ -115,185 +115,246 @@ def compile_text(text: str, dtds: DTDs) -> Subscription:
 
 
 def compile_subscription(query: Expr, dtds: DTDs, text: str = "") -> Subscription:
-    return _Compiler(dtds, text).compile(query)
+    """Check a parsed query against the subset and the stream DTDs and compile it (see the module docstring)."""
+    flwr, wrappers = _unwrap(query)
+    scope = _Scope(dtds if callable(dtds) else dtds.get)
+    conditions = _Conditions(scope)
+    _bind_clauses(flwr, scope, conditions)
+    where = conditions.split_where(flwr.where)
+    results = _Results(scope, conditions)
+    results.collect(flwr.result, results.select_where(where))
+    return Subscription(
+        text=text, wrappers=wrappers, inputs=tuple(scope.inputs), lets=tuple(scope.lets), where=where.item,
+        post=where.post, having=where.having, result=flwr.result, conditions=results.if_predicates,
+        abstraction=_abstraction(scope, results, where),
+    )
+
+
+def _unwrap(query: Expr) -> tuple[FLWR, tuple[str, ...]]:
+    """The subscription's FLWR and the tags of the element constructors around it, outermost first."""
+    wrappers: list[str] = []
+    node = query
+    while isinstance(node, Element):
+        if len(node.content) != 1:
+            raise WXQueryError("the subset wraps exactly one FLWR expression over stream(...) in element "
+                               f"constructors; <{node.tag}> has {len(node.content)} parts", node.pos)
+        wrappers.append(node.tag)
+        node = node.content[0]
+    if not isinstance(node, FLWR):
+        raise WXQueryError("a subscription is a FLWR expression over stream(...), possibly wrapped in "
+                           "element constructors", getattr(node, "pos", None))
+    return node, tuple(wrappers)
+
+
+# -- what the clauses bind ------------------------------------------------------------------------
 
 
 @dataclass
 class _Binding:
+    """What a variable stands for: an input's item or window, a let's aggregate, or elements at ``path``."""
+
     kind: str  # "item", "window", "let", "node"
     input: int = 0
     path: str = ""
     let: Let | None = None
 
 
-class _Compiler:
-    def __init__(self, dtds: DTDs, text: str):
-        self._lookup = dtds if callable(dtds) else dtds.get
-        self.text = text
-        self.inputs: list[Input] = []
-        self.lets: list[Let] = []
-        self.env: dict[str, _Binding] = {}
-        self.kinds: dict[str, tuple[str, Pos]] = {}
-        self.conditions: dict[int, DNF] = {}
-        self._qualify = False
-        self._join_parts: list[DNF] = []
-        self._join_local: list[DNF] = []
-        self.paths: list[set[str]] = []
-        self.outputs: list[dict[str, DNF]] = []
-        self.window_outputs: set[str] = set()
-        self.agg_contexts: dict[str, DNF] = {}
+@dataclass
+class _Scope:
+    """What the for and let clauses bound: the inputs, the lets, the variables and the paths each input reads.
 
-    # -- shape ---------------------------------------------------------------------------
+    ``qualify`` is set once all inputs are bound and there are two: from then on predicate paths are
+    stream-qualified.
+    """
 
-    def compile(self, query: Expr) -> Subscription:
-        wrappers: list[str] = []
-        node = query
-        while isinstance(node, Element):
-            if len(node.content) != 1:
-                raise WXQueryError("the subset wraps exactly one FLWR expression over stream(...) in element "
-                                   f"constructors; <{node.tag}> has {len(node.content)} parts", node.pos)
-            wrappers.append(node.tag)
-            node = node.content[0]
-        if not isinstance(node, FLWR):
-            raise WXQueryError("a subscription is a FLWR expression over stream(...), possibly wrapped in "
-                               "element constructors", getattr(node, "pos", None))
-        return self._flwr(node, tuple(wrappers))
+    lookup: Callable[[str], StreamDTD | None]
+    inputs: list[Input] = field(default_factory=list)
+    lets: list[Let] = field(default_factory=list)
+    env: dict[str, _Binding] = field(default_factory=dict)
+    paths: list[set[str]] = field(default_factory=list)
+    qualify: bool = False
 
-    def _flwr(self, flwr: FLWR, wrappers: tuple[str, ...]) -> Subscription:
-        fors = [c for c in flwr.clauses if isinstance(c, ForClause)]
-        lets = [c for c in flwr.clauses if isinstance(c, LetClause)]
-        first_let = next((i for i, c in enumerate(flwr.clauses) if isinstance(c, LetClause)), len(flwr.clauses))
-        if any(isinstance(c, ForClause) for c in flwr.clauses[first_let:]):
-            raise WXQueryError("for clauses must come before let clauses", flwr.clauses[first_let].pos)
-        if len(fors) > 2:
-            raise WXQueryError("the subset joins at most two streams", fors[2].pos)
-        for clause in fors:
-            self._input(clause)
-        if len(fors) == 2:
-            if self.inputs[0].stream == self.inputs[1].stream:
-                raise WXQueryError("self-joins (one stream twice) are not in the subset", fors[1].pos)
-            for clause, inp in zip(fors, self.inputs):
-                if inp.window is None:
-                    raise WXQueryError("a join needs a window on each input (|count Δ step μ| or "
-                                       "|ref diff Δ step μ|)", clause.pos)
-            if lets:
-                raise WXQueryError("aggregates in join queries are not supported (paper Sect. 5.1.2)", lets[0].pos)
-        if len(self.inputs) == 1 and self.inputs[0].window is not None:
-            self.env[self.inputs[0].var].kind = "window"
-        self._qualify = len(self.inputs) > 1
-        for clause in lets:
-            self._let(clause)
-        where, post, having = self._where(flwr.where)
-        windowed = self.inputs[0].window is not None and len(self.inputs) == 1
-        if windowed:
-            context = TRUE
-        elif len(self.inputs) == 1:
-            context = conjoin(self.inputs[0].pre, where)
-            self._add_outputs(0, self._local_paths(0, self.inputs[0].pre) | self._local_paths(0, where), context)
-        else:
-            context = where
-            self._join_local = [conjoin(TRUE, *(self._input_condition(i, part) for part in self._join_parts))
-                                for i in range(len(self.inputs))]
-            for i in range(len(self.inputs)):
-                self._add_outputs(i, self._local_paths(i, where), TRUE)
-        self._result(flwr.result, context)
-        abstraction = self._abstraction(where, post, having)
-        return Subscription(
-            text=self.text, wrappers=wrappers, inputs=tuple(self.inputs), lets=tuple(self.lets), where=where,
-            post=post, having=having, result=flwr.result, conditions=self.conditions,
-            abstraction=abstraction,
-        )
+    @property
+    def windowed(self) -> bool:
+        """One input with a window: where conditions select from the window, the return reads aggregates."""
+        return len(self.inputs) == 1 and self.inputs[0].window is not None
 
-    # -- inputs and lets ----------------------------------------------------------------------
+    def dtd(self, index: int) -> StreamDTD:
+        return self.inputs[index].dtd
 
-    def _input(self, clause: ForClause) -> None:
-        source = clause.source
-        if not isinstance(source.base, StreamRef):
-            raise WXQueryError("a top-level for iterates over stream(\"id\")/root/item", source.pos)
-        stream = source.base.stream
-        dtd = self._lookup(stream)
-        if dtd is None:
-            raise WXQueryError(f"unknown stream {stream!r}", source.base.pos)
-        names = tuple(s.name for s in source.steps)
-        if names != (dtd.root, dtd.item):
-            raise WXQueryError(f"stream {stream!r} has items /{dtd.root}/{dtd.item}; the for must iterate over "
-                               f"them, not {absolute(names) if names else 'the stream node'}", source.pos)
-        if source.steps[0].predicates:
-            raise WXQueryError("predicates on the stream's root element are not in the subset",
-                               source.steps[0].predicates[0].pos)
-        index = len(self.inputs)
-        item_path = absolute(names)
-        self.paths.append({item_path})
-        self.outputs.append({})
-        self.inputs.append(Input(clause.var, stream, dtd, item_path))
-        pre = self._predicates(index, item_path, source.steps[1].predicates)
-        window = None
-        if clause.window is not None:
-            w = clause.window
-            if w.size < 1 or w.step < 1:
-                raise WXQueryError("window size and step must be positive integers", w.pos)
-            if isinstance(w, CountWindow):
-                window = Window(kind="count", size=w.size, step=w.step, pre=pre)
-            else:
-                ref = self._leaf_path(index, item_path, w.reference, numeric=True)
-                window = Window(kind="time", reference=ref, size=w.size, step=w.step, pre=pre)
-        self.inputs[index] = Input(clause.var, stream, dtd, item_path, pre, window)
-        self._bind(clause.var, _Binding("item", index), clause.pos)
-
-    def _let(self, clause: LetClause) -> None:
-        if len(self.inputs) != 1 or self.inputs[0].window is None:
-            raise WXQueryError("aggregates need a windowed for over one stream: "
-                               "for $w in stream(...)/root/item |...| let $a := ...", clause.pos)
-        inp = self.inputs[0]
-        arg = clause.argument
-        base = arg if isinstance(arg, VarRef) else arg.base
-        if not isinstance(base, VarRef) or base.name != inp.var:
-            raise WXQueryError(f"an aggregate's argument is ${inp.var} or a path below it", arg.pos)
-        steps = () if isinstance(arg, VarRef) else arg.steps
-        path = inp.item_path
-        pre = TRUE
-        for step in steps:
-            path = f"{path}/{step.name}"
-            if self._dtd(0).resolve(self._dtd(0).item, split(path)[2:]) is None:
-                raise WXQueryError(f"{path} is not an element of stream {inp.stream!r}", step.pos)
-            if step.predicates:
-                if not self._dtd(0).exactly_once(split(path)[2:]):
-                    raise WXQueryError(f"a predicate on {path}, which may be absent or repeat in an item, is not "
-                                       "in the subset", step.pos)
-                pre = conjoin(pre, self._predicates(0, path, step.predicates))
-        if not pre.is_true and inp.window is not None and inp.window.kind == "count":
-            raise WXQueryError("a predicate in an aggregate's argument is not supported with a count window "
-                               "(put it on the for path)", arg.pos)
-        if clause.function != "count" or steps:
-            if not self._dtd(0).exactly_once(split(path)[2:]) or not self._dtd(0).is_leaf(split(path)[-1]):
-                raise WXQueryError(f"{clause.function}() needs an element holding text that occurs exactly once "
-                                   f"in every item; {path} does not", arg.pos)
-            if clause.function != "count":
-                self._kind(path, "number", arg.pos)
-        self.paths[0].add(path)
-        let = Let(clause.var, Aggregate(function=clause.function, path=path, pre=pre, output=False))
-        self.lets.append(let)
-        self._bind(clause.var, _Binding("let", 0, let=let), clause.pos)
-
-    def _bind(self, var: str, binding: _Binding, pos: Pos) -> None:
+    def bind(self, var: str, binding: _Binding, pos: Pos) -> None:
         if var in self.env:
             raise WXQueryError(f"${var} is bound twice", pos)
         self.env[var] = binding
 
-    def _dtd(self, index: int) -> StreamDTD:
-        return self.inputs[index].dtd
+    def binding(self, name: str, pos: Pos) -> _Binding:
+        binding = self.env.get(name)
+        if binding is None:
+            raise WXQueryError(f"unknown variable ${name}", pos)
+        return binding
 
-    # -- conditions ------------------------------------------------------------------------------
+    def start(self, binding: _Binding) -> str:
+        """The absolute path of the elements a (non-let) variable stands for."""
+        return binding.path or self.inputs[binding.input].item_path
 
-    def _predicates(self, index: int, context: str, preds: tuple[Cond, ...]) -> DNF:
-        return conjoin(TRUE, *(self._cond(p, index, context) for p in preds)) if preds else TRUE
 
-    def _cond(self, cond: Cond, index: int | None, context: str | None) -> DNF:
+def _bind_clauses(flwr: FLWR, scope: _Scope, conditions: _Conditions) -> None:
+    """Check the order and number of the for and let clauses and bind them in ``scope``."""
+    fors = [c for c in flwr.clauses if isinstance(c, ForClause)]
+    lets = [c for c in flwr.clauses if isinstance(c, LetClause)]
+    first_let = next((i for i, c in enumerate(flwr.clauses) if isinstance(c, LetClause)), len(flwr.clauses))
+    if any(isinstance(c, ForClause) for c in flwr.clauses[first_let:]):
+        raise WXQueryError("for clauses must come before let clauses", flwr.clauses[first_let].pos)
+    if len(fors) > 2:
+        raise WXQueryError("the subset joins at most two streams", fors[2].pos)
+    for clause in fors:
+        _bind_input(clause, scope, conditions)
+    if len(fors) == 2:
+        if scope.inputs[0].stream == scope.inputs[1].stream:
+            raise WXQueryError("self-joins (one stream twice) are not in the subset", fors[1].pos)
+        for clause, inp in zip(fors, scope.inputs):
+            if inp.window is None:
+                raise WXQueryError("a join needs a window on each input (|count Δ step μ| or "
+                                   "|ref diff Δ step μ|)", clause.pos)
+        if lets:
+            raise WXQueryError("aggregates in join queries are not supported (paper Sect. 5.1.2)", lets[0].pos)
+    if len(scope.inputs) == 1 and scope.inputs[0].window is not None:
+        scope.env[scope.inputs[0].var].kind = "window"
+    scope.qualify = len(scope.inputs) > 1
+    for clause in lets:
+        _bind_let(clause, scope, conditions)
+
+
+def _bind_input(clause: ForClause, scope: _Scope, conditions: _Conditions) -> None:
+    """A for over a stream's items: its input, with the item path's predicates and the window."""
+    source = clause.source
+    if not isinstance(source.base, StreamRef):
+        raise WXQueryError("a top-level for iterates over stream(\"id\")/root/item", source.pos)
+    stream = source.base.stream
+    dtd = scope.lookup(stream)
+    if dtd is None:
+        raise WXQueryError(f"unknown stream {stream!r}", source.base.pos)
+    names = tuple(s.name for s in source.steps)
+    if names != (dtd.root, dtd.item):
+        raise WXQueryError(f"stream {stream!r} has items /{dtd.root}/{dtd.item}; the for must iterate over "
+                           f"them, not {absolute(names) if names else 'the stream node'}", source.pos)
+    if source.steps[0].predicates:
+        raise WXQueryError("predicates on the stream's root element are not in the subset",
+                           source.steps[0].predicates[0].pos)
+    index = len(scope.inputs)
+    item_path = absolute(names)
+    scope.paths.append({item_path})
+    scope.inputs.append(Input(clause.var, stream, dtd, item_path))
+    pre = conditions.predicates(index, item_path, source.steps[1].predicates)
+    window = None
+    if clause.window is not None:
+        w = clause.window
+        if w.size < 1 or w.step < 1:
+            raise WXQueryError("window size and step must be positive integers", w.pos)
+        if isinstance(w, CountWindow):
+            window = Window(kind="count", size=w.size, step=w.step, pre=pre)
+        else:
+            ref = conditions.leaf_path(index, item_path, w.reference, numeric=True)
+            window = Window(kind="time", reference=ref, size=w.size, step=w.step, pre=pre)
+    scope.inputs[index] = Input(clause.var, stream, dtd, item_path, pre, window)
+    scope.bind(clause.var, _Binding("item", index), clause.pos)
+
+
+def _bind_let(clause: LetClause, scope: _Scope, conditions: _Conditions) -> None:
+    """``let $a := f($w/path[pre])`` over the one windowed input: its aggregate."""
+    if not scope.windowed:
+        raise WXQueryError("aggregates need a windowed for over one stream: "
+                           "for $w in stream(...)/root/item |...| let $a := ...", clause.pos)
+    inp = scope.inputs[0]
+    dtd = scope.dtd(0)
+    arg = clause.argument
+    base = arg if isinstance(arg, VarRef) else arg.base
+    if not isinstance(base, VarRef) or base.name != inp.var:
+        raise WXQueryError(f"an aggregate's argument is ${inp.var} or a path below it", arg.pos)
+    steps = () if isinstance(arg, VarRef) else arg.steps
+    path = inp.item_path
+    pre = TRUE
+    for step in steps:
+        path = f"{path}/{step.name}"
+        if dtd.resolve(dtd.item, split(path)[2:]) is None:
+            raise WXQueryError(f"{path} is not an element of stream {inp.stream!r}", step.pos)
+        if step.predicates:
+            if not dtd.exactly_once(split(path)[2:]):
+                raise WXQueryError(f"a predicate on {path}, which may be absent or repeat in an item, is not "
+                                   "in the subset", step.pos)
+            pre = conjoin(pre, conditions.predicates(0, path, step.predicates))
+    if not pre.is_true and inp.window is not None and inp.window.kind == "count":
+        raise WXQueryError("a predicate in an aggregate's argument is not supported with a count window "
+                           "(put it on the for path)", arg.pos)
+    if clause.function != "count" or steps:
+        if not dtd.exactly_once(split(path)[2:]) or not dtd.is_leaf(split(path)[-1]):
+            raise WXQueryError(f"{clause.function}() needs an element holding text that occurs exactly once "
+                               f"in every item; {path} does not", arg.pos)
+        if clause.function != "count":
+            conditions.check_kind(path, "number", arg.pos)
+    scope.paths[0].add(path)
+    let = Let(clause.var, Aggregate(function=clause.function, path=path, pre=pre, output=False))
+    scope.lets.append(let)
+    scope.bind(clause.var, _Binding("let", 0, let=let), clause.pos)
+
+
+# -- conditions ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Where:
+    """``where`` split into the item (or pair) condition, the window's post-selection and the condition on
+    aggregate values; ``conjuncts`` are all its conjuncts as predicates (a join's annotation takes those
+    that span both inputs)."""
+
+    item: DNF = TRUE
+    post: DNF = TRUE
+    having: DNF = TRUE
+    conjuncts: tuple[DNF, ...] = ()
+
+
+class _Conditions:
+    """The query's conditions as predicates (DNF over atoms) on single-valued elements or aggregate values.
+
+    It checks that every compared element holds text and occurs exactly once in every item, and that it
+    is compared as one kind (number or string) throughout the query.
+    """
+
+    def __init__(self, scope: _Scope):
+        self.scope = scope
+        self._kinds: dict[str, tuple[str, Pos]] = {}
+
+    def predicates(self, index: int, context: str, preds: tuple[Cond, ...]) -> DNF:
+        """The conjunction of the predicates ``[...]`` on ``context``, an element of input ``index``."""
+        return conjoin(TRUE, *(self.condition(p, index, context) for p in preds)) if preds else TRUE
+
+    def split_where(self, where: Cond | None) -> _Where:
+        """``where`` by conjunct: aggregate conditions, window post-selection (windowed) or item condition."""
+        if where is None:
+            return _Where()
+        conjuncts = where.items if isinstance(where, And) else (where,)
+        item, post, having, parts = [], [], [], []
+        for conjunct in conjuncts:
+            predicate = self.condition(conjunct, None, None)
+            aggs = {a.path for c in predicate.any_of for a in c if "(" in a.path and not a.path.startswith("stream(")}
+            if aggs and aggs != predicate.paths():
+                raise WXQueryError("a where condition mixes aggregate values and elements; make them separate "
+                                   "conjuncts (... and ...)", conjunct.pos)
+            parts.append(predicate)
+            if aggs:
+                having.append(predicate)
+            elif self.scope.windowed:
+                post.append(predicate)
+            else:
+                item.append(predicate)
+        return _Where(conjoin(TRUE, *item), conjoin(TRUE, *post), conjoin(TRUE, *having), tuple(parts))
+
+    def condition(self, cond: Cond, index: int | None, context: str | None) -> DNF:
         """A condition as a predicate; ``context`` is the element relative paths start at (in predicates)."""
         if isinstance(cond, And):
-            return conjoin(*(self._cond(c, index, context) for c in cond.items))
+            return conjoin(*(self.condition(c, index, context) for c in cond.items))
         if isinstance(cond, Or):
-            return disjoin(*(self._cond(c, index, context) for c in cond.items))
+            return disjoin(*(self.condition(c, index, context) for c in cond.items))
         left = self._operand(cond.left, index, context)
         right = self._operand(cond.right, index, context)
         op = cond.op
@@ -307,19 +368,20 @@ class _Compiler:
             if lkind == "agg" and isinstance(rvalue, str):
                 raise WXQueryError("aggregate values are numbers", cond.pos)
             if lkind == "path":
-                self._kind(lname, "string" if isinstance(rvalue, str) else "number", cond.pos)
+                self.check_kind(lname, "string" if isinstance(rvalue, str) else "number", cond.pos)
             if lshift and isinstance(rvalue, str):
                 raise WXQueryError("arithmetic on strings is not in the subset", cond.pos)
             value: float | str = rvalue if isinstance(rvalue, str) else float(rvalue) - lshift
             return DNF(any_of=((Atom(path=lname, op=op, value=value),),))
         if lkind != "path" or rkind != "path":
             raise WXQueryError("an aggregate value can only be compared with a constant", cond.pos)
-        self._kind(lname, "number", cond.pos)
-        self._kind(rvalue, "number", cond.pos)
+        self.check_kind(lname, "number", cond.pos)
+        self.check_kind(rvalue, "number", cond.pos)
         return DNF(any_of=((Atom(path=lname, minus=rvalue, op=op, value=float(rshift - lshift)),),))
 
     def _operand(self, operand, index: int | None, context: str | None) -> tuple[str, object, float]:
         """(``"path"``, predicate path, shift) | (``"agg"``, key, 0) | (``"literal"``, value, 0)."""
+        scope = self.scope
         if isinstance(operand, Literal):
             return ("literal", operand.value, 0.0)
         if isinstance(operand, Shifted):
@@ -328,23 +390,19 @@ class _Compiler:
                 raise WXQueryError("arithmetic applies to element paths only", operand.pos)
             return ("path", name, operand.delta)
         if isinstance(operand, VarRef):
-            binding = self.env.get(operand.name)
-            if binding is None:
-                raise WXQueryError(f"unknown variable ${operand.name}", operand.pos)
+            binding = scope.binding(operand.name, operand.pos)
             if binding.kind != "let":
                 raise WXQueryError(f"compare elements below ${operand.name}, not ${operand.name} itself",
                                    operand.pos)
             return ("agg", binding.let.aggregate.key, 0.0)
         assert isinstance(operand, PathExpr)
         if isinstance(operand.base, VarRef):
-            binding = self.env.get(operand.base.name)
-            if binding is None:
-                raise WXQueryError(f"unknown variable ${operand.base.name}", operand.base.pos)
+            binding = scope.binding(operand.base.name, operand.base.pos)
             if binding.kind not in ("item", "window"):
                 raise WXQueryError(f"conditions may read paths below the stream items (${operand.base.name} "
                                    "is not a for variable over a stream)", operand.pos)
             which = binding.input
-            start = self.inputs[which].item_path
+            start = scope.inputs[which].item_path
         elif isinstance(operand.base, StreamRef):
             raise WXQueryError("conditions read paths relative to a variable or a predicate's context",
                                operand.pos)
@@ -353,13 +411,13 @@ class _Compiler:
                 raise WXQueryError("a relative path is only allowed inside a predicate [...] or a window",
                                    operand.pos)
             which, start = index, context
-        path = self._leaf_path(which, start, operand, numeric=None)
-        self.paths[which].add(path)
-        return ("path", qualify(self.inputs[which].stream, path) if self._qualify else path, 0.0)
+        path = self.leaf_path(which, start, operand, numeric=None)
+        scope.paths[which].add(path)
+        return ("path", qualify(scope.inputs[which].stream, path) if scope.qualify else path, 0.0)
 
-    def _leaf_path(self, index: int, start: str, path: PathExpr, numeric: bool | None) -> str:
+    def leaf_path(self, index: int, start: str, path: PathExpr, numeric: bool | None) -> str:
         """The absolute path of a compared element: it must hold text and occur once in every item."""
-        dtd = self._dtd(index)
+        dtd = self.scope.dtd(index)
         if path.absolute:
             full = absolute(tuple(s.name for s in path.steps))
         else:
@@ -369,91 +427,94 @@ class _Compiler:
                 raise WXQueryError("predicates inside a compared path are not in the subset", step.pos)
         steps = split(full)
         if steps[:2] != (dtd.root, dtd.item) or dtd.resolve(dtd.item, steps[2:]) is None:
-            raise WXQueryError(f"{full} is not an element of the items of stream {self.inputs[index].stream!r}",
-                               path.pos)
+            raise WXQueryError(f"{full} is not an element of the items of stream "
+                               f"{self.scope.inputs[index].stream!r}", path.pos)
         if not dtd.exactly_once(steps[2:]) or not dtd.is_leaf(steps[-1]):
             raise WXQueryError(f"{full} must hold text and occur exactly once in every item to be compared "
                                "(the subset's conditions are conditions on single values)", path.pos)
         if numeric:
-            self._kind(full, "number", path.pos)
-        self.paths[index].add(full)
+            self.check_kind(full, "number", path.pos)
+        self.scope.paths[index].add(full)
         return full
 
-    def _kind(self, path: str, kind: str, pos: Pos) -> None:
-        seen = self.kinds.setdefault(path, (kind, pos))
+    def check_kind(self, path: str, kind: str, pos: Pos) -> None:
+        """Refuse ``path`` compared as ``kind`` after being compared as the other kind."""
+        seen = self._kinds.setdefault(path, (kind, pos))
         if seen[0] != kind:
             raise WXQueryError(f"{path} is compared as a {kind} here and as a {seen[0]} at {seen[1]}", pos)
 
-    def _where(self, where: Cond | None) -> tuple[DNF, DNF, DNF]:
-        """Split ``where`` into the item (or pair) condition, the window post-selection and the having."""
-        if where is None:
-            return TRUE, TRUE, TRUE
-        conjuncts = where.items if isinstance(where, And) else (where,)
-        item, post, having = [], [], []
-        windowed = len(self.inputs) == 1 and self.inputs[0].window is not None
-        for conjunct in conjuncts:
-            predicate = self._cond(conjunct, None, None)
-            aggs = {a.path for c in predicate.any_of for a in c if "(" in a.path and not a.path.startswith("stream(")}
-            if aggs and aggs != predicate.paths():
-                raise WXQueryError("a where condition mixes aggregate values and elements; make them separate "
-                                   "conjuncts (... and ...)", conjunct.pos)
-            self._join_parts.append(predicate)
-            if aggs:
-                having.append(predicate)
-            elif windowed:
-                post.append(predicate)
-            else:
-                item.append(predicate)
-        return conjoin(TRUE, *item), conjoin(TRUE, *post), conjoin(TRUE, *having)
 
-    def _local_paths(self, index: int, predicate: DNF) -> set[str]:
-        stream = self.inputs[index].stream
-        out = set()
-        for p in predicate.paths():
-            if p.startswith("stream("):
-                if p.startswith(f'stream("{stream}")'):
-                    out.add(p[len(f'stream("{stream}")'):])
-            elif "(" not in p:
-                out.add(p)
-        return out
+# -- the result expression ----------------------------------------------------------------------------
 
-    # -- the result expression -------------------------------------------------------------------
 
-    def _result(self, expr: Expr, context: DNF) -> DNF:
+class _Results:
+    """What the query returns and under which condition: the output elements of each input's APT.
+
+    ``outputs[i]`` maps a path of input ``i`` to the condition under which it is returned (for a join,
+    the where conjuncts about that input alone); a windowed input returns ``window_outputs`` from its
+    window and aggregate values under ``agg_contexts`` (by aggregate key); ``if_predicates`` holds the
+    predicate of each ``if`` condition by the condition's id.
+    """
+
+    def __init__(self, scope: _Scope, conditions: _Conditions):
+        self.scope = scope
+        self._conditions = conditions
+        self.outputs: list[dict[str, DNF]] = [{} for _ in scope.inputs]
+        self.window_outputs: set[str] = set()
+        self.agg_contexts: dict[str, DNF] = {}
+        self.if_predicates: dict[int, DNF] = {}
+        self._join_local: list[DNF] = []
+
+    def select_where(self, where: _Where) -> DNF:
+        """Output what the for paths and ``where`` read; return the condition the result is built under."""
+        inputs = self.scope.inputs
+        if self.scope.windowed:
+            return TRUE
+        if len(inputs) == 1:
+            context = conjoin(inputs[0].pre, where.item)
+            self._add_outputs(0, self._local_paths(0, inputs[0].pre) | self._local_paths(0, where.item), context)
+            return context
+        self._join_local = [conjoin(TRUE, *(self._input_condition(i, part) for part in where.conjuncts))
+                            for i in range(len(inputs))]
+        for i in range(len(inputs)):
+            self._add_outputs(i, self._local_paths(i, where.item), TRUE)
+        return where.item
+
+    def collect(self, expr: Expr, context: DNF) -> DNF:
         """Record what ``expr`` returns under ``context``; return when it returns an element or value.
 
         A constructed element must hold an element of the stream or an
         aggregate value whenever it is built (paper Sect. 2): its content
         must provide one under every condition of its context.
         """
+        scope = self.scope
         if isinstance(expr, Element):
-            provided = disjoin(FALSE, *(self._result(child, context) for child in expr.content))
+            provided = disjoin(FALSE, *(self.collect(child, context) for child in expr.content))
             if not implies(context, provided):
                 raise WXQueryError(f"<{expr.tag}> may be returned without any element of the stream or aggregate "
                                    "value in it; the subset requires one in every result (Sect. 2)", expr.pos)
             return provided
         if isinstance(expr, Sequence):
-            return disjoin(FALSE, *(self._result(child, context) for child in expr.items))
+            return disjoin(FALSE, *(self.collect(child, context) for child in expr.items))
         if isinstance(expr, IfExpr):
-            cond = self._cond(expr.cond, None, None)
-            windowed = len(self.inputs) == 1 and self.inputs[0].window is not None
-            if windowed and any("(" not in p for p in cond.paths()):
+            cond = self._conditions.condition(expr.cond, None, None)
+            if scope.windowed and any("(" not in p for p in cond.paths()):
                 raise WXQueryError("inside the return of a windowed for, conditions may read aggregate values "
                                    "only (put conditions on the window's elements in where)", expr.cond.pos)
-            self.conditions[id(expr.cond)] = cond
-            if not windowed:
-                for i in range(len(self.inputs)):
-                    self._add_outputs(i, self._local_paths(i, cond), context if len(self.inputs) == 1 else TRUE)
-            then = self._result(expr.then, conjoin(context, cond))
-            orelse = self._result(expr.orelse, conjoin(context, negate(cond)))
+            self.if_predicates[id(expr.cond)] = cond
+            if not scope.windowed:
+                for i in range(len(scope.inputs)):
+                    self._add_outputs(i, self._local_paths(i, cond), context if len(scope.inputs) == 1 else TRUE)
+            then = self.collect(expr.then, conjoin(context, cond))
+            orelse = self.collect(expr.orelse, conjoin(context, negate(cond)))
             return disjoin(conjoin(cond, then), conjoin(negate(cond), orelse))
         if isinstance(expr, VarRef):
-            binding = self._binding(expr.name, expr.pos)
+            binding = scope.binding(expr.name, expr.pos)
             if binding.kind == "let":
                 key = binding.let.aggregate.key
                 self.agg_contexts[key] = disjoin(self.agg_contexts.get(key, FALSE), context)
             else:
-                self._output(binding, binding.path or self.inputs[binding.input].item_path, context)
+                self._output(binding, scope.start(binding), context)
             return TRUE
         if isinstance(expr, PathExpr):
             return self._returned_path(expr, context)
@@ -462,68 +523,34 @@ class _Compiler:
             return FALSE
         raise WXQueryError("unsupported expression", getattr(expr, "pos", None))  # pragma: no cover
 
-    def _binding(self, name: str, pos: Pos) -> _Binding:
-        binding = self.env.get(name)
-        if binding is None:
-            raise WXQueryError(f"unknown variable ${name}", pos)
-        return binding
-
     def _returned_path(self, expr: PathExpr, context: DNF) -> DNF:
+        """Output ``$x/path``; return true when every item has the element, else false."""
+        scope = self.scope
         if not isinstance(expr.base, VarRef):
             raise WXQueryError("a returned path starts at a variable ($x/...)", expr.pos)
-        binding = self._binding(expr.base.name, expr.base.pos)
+        binding = scope.binding(expr.base.name, expr.base.pos)
         if binding.kind == "let":
             raise WXQueryError(f"${expr.base.name} is an aggregate value; it has no elements", expr.pos)
         for step in expr.steps:
             if step.predicates:
                 raise WXQueryError("predicates in returned paths are not in the subset; use "
                                    "if (...) then $x/path else ()", step.predicates[0].pos)
-        start = binding.path or self.inputs[binding.input].item_path
+        start = scope.start(binding)
         full = start + "".join(f"/{s.name}" for s in expr.steps)
-        dtd = self._dtd(binding.input)
+        dtd = scope.dtd(binding.input)
         if dtd.resolve(dtd.item, split(full)[2:]) is None:
             raise WXQueryError(f"{full} is not an element of the items of stream "
-                               f"{self.inputs[binding.input].stream!r}", expr.pos)
+                               f"{scope.inputs[binding.input].stream!r}", expr.pos)
         self._output(binding, full, context)
         base = split(start)
         steps = split(full)[len(base):]
-        dtd = self._dtd(binding.input)
         required = all((occ := dtd.occurrence(parent, child)) is not None and occ.low >= 1
                        for parent, child in zip((base[-1],) + steps[:-1], steps))
         return TRUE if required else FALSE
 
-    def _output(self, binding: _Binding, path: str, context: DNF) -> None:
-        index = binding.input
-        if binding.kind == "window":
-            self.window_outputs.add(path)
-            self.paths[index].add(path)
-        else:
-            self._add_outputs(index, {path}, context if len(self.inputs) == 1 else TRUE)
-
-    def _add_outputs(self, index: int, paths: set[str], cond: DNF) -> None:
-        local = self._localize(index, cond)
-        outputs = self.outputs[index]
-        for path in paths:
-            self.paths[index].add(path)
-            outputs[path] = disjoin(outputs[path], local) if path in outputs else local
-
-    def _localize(self, index: int, cond: DNF) -> DNF:
-        """One input: ``cond``; a join: the where conjuncts about input ``index`` alone."""
-        if len(self.inputs) == 1:
-            return cond
-        return self._join_local[index]
-
-    def _input_condition(self, index: int, cond: DNF) -> DNF:
-        """``cond`` unqualified if it reads input ``index`` alone, else true."""
-        prefix = f'stream("{self.inputs[index].stream}")'
-        if all(all(a.path.startswith(prefix) and (a.minus is None or a.minus.startswith(prefix)) for a in c)
-               for c in cond.any_of):
-            return DNF(any_of=tuple(tuple(a.model_copy(update={
-                "path": a.path[len(prefix):], "minus": a.minus[len(prefix):] if a.minus else None}) for a in c)
-                for c in cond.any_of))
-        return TRUE
-
     def _nested(self, flwr: FLWR, context: DNF) -> None:
+        """``for $c in $x/path return ...`` inside the return: bind ``$c`` while collecting its result."""
+        scope = self.scope
         if len(flwr.clauses) != 1 or not isinstance(flwr.clauses[0], ForClause) or flwr.where is not None:
             raise WXQueryError("a nested FLWR in the subset is one for over elements of an item, without "
                                "let or where: for $c in $x/path return ...", flwr.pos)
@@ -533,55 +560,99 @@ class _Compiler:
         source = clause.source
         if not isinstance(source.base, VarRef):
             raise WXQueryError("a nested for iterates over a path below a variable ($x/path)", source.pos)
-        binding = self._binding(source.base.name, source.base.pos)
+        binding = scope.binding(source.base.name, source.base.pos)
         if binding.kind not in ("item", "node"):
             raise WXQueryError(f"a nested for iterates below an item or element variable, not "
                                f"${source.base.name}", source.pos)
         if any(s.predicates for s in source.steps):
             raise WXQueryError("predicates in a nested for path are not in the subset", source.pos)
-        start = binding.path or self.inputs[binding.input].item_path
-        full = start + "".join(f"/{s.name}" for s in source.steps)
-        dtd = self._dtd(binding.input)
+        full = scope.start(binding) + "".join(f"/{s.name}" for s in source.steps)
+        dtd = scope.dtd(binding.input)
         if dtd.resolve(dtd.item, split(full)[2:]) is None:
-            raise WXQueryError(f"{full} is not an element of stream {self.inputs[binding.input].stream!r}",
+            raise WXQueryError(f"{full} is not an element of stream {scope.inputs[binding.input].stream!r}",
                                source.pos)
-        self.paths[binding.input].add(full)
-        self._bind(clause.var, _Binding("node", binding.input, full), clause.pos)
-        self._result(flwr.result, context)
-        del self.env[clause.var]
+        scope.paths[binding.input].add(full)
+        scope.bind(clause.var, _Binding("node", binding.input, full), clause.pos)
+        self.collect(flwr.result, context)
+        del scope.env[clause.var]
 
-    # -- abstraction ---------------------------------------------------------------------------------
+    def _output(self, binding: _Binding, path: str, context: DNF) -> None:
+        """Output ``path`` below ``binding``: from the window, or as an element of the input's APT."""
+        index = binding.input
+        if binding.kind == "window":
+            self.window_outputs.add(path)
+            self.scope.paths[index].add(path)
+        else:
+            self._add_outputs(index, {path}, context if len(self.scope.inputs) == 1 else TRUE)
 
-    def _abstraction(self, where: DNF, post: DNF, having: DNF) -> Abstraction:
-        if len(self.inputs) == 1:
-            return self._apt(0, where, post, having)
-        trees = tuple(self._apt(i, TRUE, TRUE, TRUE) for i in range(len(self.inputs)))
-        join = conjoin(TRUE, *(part for part in self._join_parts if self._spans(part)))
-        parents = tuple(sorted(qualify(inp.stream, p) for i, inp in enumerate(self.inputs)
-                               for p in self.outputs[i]))
-        return APF(trees=trees, join=JoinAnnotation(predicate=join, parents=parents))
+    def _add_outputs(self, index: int, paths: set[str], cond: DNF) -> None:
+        """Output ``paths`` of input ``index`` under ``cond`` (one input) or its join-local condition."""
+        local = cond if len(self.scope.inputs) == 1 else self._join_local[index]
+        outputs = self.outputs[index]
+        for path in paths:
+            self.scope.paths[index].add(path)
+            outputs[path] = disjoin(outputs[path], local) if path in outputs else local
 
-    def _apt(self, index: int, where: DNF, post: DNF, having: DNF) -> APT:
-        inp = self.inputs[index]
-        paths = set(self.paths[index])
-        if inp.window is None or len(self.inputs) > 1:
-            window = inp.window
-            return build_apt(inp.stream, inp.dtd, paths, self.outputs[index], window=window)
-        window = inp.window.model_copy(update={"post": post})
-        aggregates = []
-        for let in self.lets:
-            agg = let.aggregate
-            context = self.agg_contexts.get(agg.key)
-            aggregates.append(agg.model_copy(update={
-                "output": context is not None,
-                "selection": conjoin(having, context) if context is not None else having,
-            }))
-        unique = tuple({a.key: a for a in aggregates}.values())
-        outputs = {p: TRUE for p in self.window_outputs}
-        return build_apt(inp.stream, inp.dtd, paths, outputs, window=window, aggregates=unique)
-
-    def _spans(self, predicate: DNF) -> bool:
-        streams = set()
+    def _local_paths(self, index: int, predicate: DNF) -> set[str]:
+        """The element paths of input ``index`` that ``predicate`` reads, unqualified."""
+        stream = self.scope.inputs[index].stream
+        out = set()
         for p in predicate.paths():
-            streams.add(p.split(")")[0])
-        return len(streams) > 1
+            if p.startswith("stream("):
+                if p.startswith(f'stream("{stream}")'):
+                    out.add(p[len(f'stream("{stream}")'):])
+            elif "(" not in p:
+                out.add(p)
+        return out
+
+    def _input_condition(self, index: int, cond: DNF) -> DNF:
+        """``cond`` unqualified if it reads input ``index`` alone, else true."""
+        prefix = f'stream("{self.scope.inputs[index].stream}")'
+        if all(all(a.path.startswith(prefix) and (a.minus is None or a.minus.startswith(prefix)) for a in c)
+               for c in cond.any_of):
+            return DNF(any_of=tuple(tuple(a.model_copy(update={
+                "path": a.path[len(prefix):], "minus": a.minus[len(prefix):] if a.minus else None}) for a in c)
+                for c in cond.any_of))
+        return TRUE
+
+
+# -- the abstraction ------------------------------------------------------------------------------------
+
+
+def _abstraction(scope: _Scope, results: _Results, where: _Where) -> Abstraction:
+    """One input: its APT; a join: an APF of one APT per input and the ⋈ of the conjuncts spanning both."""
+    if len(scope.inputs) == 1:
+        return _apt(scope, results, 0, where.post, where.having)
+    trees = tuple(_apt(scope, results, i, TRUE, TRUE) for i in range(len(scope.inputs)))
+    join = conjoin(TRUE, *(part for part in where.conjuncts if _spans(part)))
+    parents = tuple(sorted(qualify(inp.stream, p) for i, inp in enumerate(scope.inputs)
+                           for p in results.outputs[i]))
+    return APF(trees=trees, join=JoinAnnotation(predicate=join, parents=parents))
+
+
+def _apt(scope: _Scope, results: _Results, index: int, post: DNF, having: DNF) -> APT:
+    """Input ``index``'s APT; a windowed single input's carries ``post`` and the aggregates under ``having``."""
+    inp = scope.inputs[index]
+    paths = set(scope.paths[index])
+    if inp.window is None or len(scope.inputs) > 1:
+        return build_apt(inp.stream, inp.dtd, paths, results.outputs[index], window=inp.window)
+    window = inp.window.model_copy(update={"post": post})
+    aggregates = []
+    for let in scope.lets:
+        agg = let.aggregate
+        context = results.agg_contexts.get(agg.key)
+        aggregates.append(agg.model_copy(update={
+            "output": context is not None,
+            "selection": conjoin(having, context) if context is not None else having,
+        }))
+    unique = tuple({a.key: a for a in aggregates}.values())
+    outputs = {p: TRUE for p in results.window_outputs}
+    return build_apt(inp.stream, inp.dtd, paths, outputs, window=window, aggregates=unique)
+
+
+def _spans(predicate: DNF) -> bool:
+    """Whether ``predicate`` reads more than one stream."""
+    streams = set()
+    for p in predicate.paths():
+        streams.add(p.split(")")[0])
+    return len(streams) > 1
