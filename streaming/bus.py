@@ -36,6 +36,8 @@ aside by the supervisor, are in ``kw:stream:{id}:poison``
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -150,6 +152,17 @@ class Keys:
     def stream_lock(stream_id: int) -> str:
         """Held while a writer reads the ingest clock, assigns seqs and stores a body (seq order = file order)."""
         return f"kw:stream:{stream_id}:lock"
+
+    @staticmethod
+    def ingest_receipt(stream_id: int, key: str) -> str:
+        """The receipt of a body stored under an idempotency key in a Redis-stream source
+        (``streaming.sources.writer``; a landing directory keeps its receipts in files)."""
+        return f"kw:stream:{stream_id}:receipt:{hashlib.sha256(key.encode()).hexdigest()}"
+
+    @staticmethod
+    def ingest_receipts(stream_id: int) -> str:
+        """The pattern of a stream's :meth:`ingest_receipt` keys (for ``SCAN``)."""
+        return f"kw:stream:{stream_id}:receipt:*"
 
     @staticmethod
     def stream_clock(stream_id: int) -> str:

@@ -14,7 +14,13 @@ range, or jumps more than its ``max_clock_jump`` past the *ingest clock* (the
 largest ``ts`` stored so far), is a dead letter with the guard's reason and
 the rest of the body is stored. The ingest clock is read and advanced under
 the stream's landing lock (``streaming.sources.SourceWriter.turn``), so two
-writers cannot both slip a jump through. Rules that need the stream's state
+writers cannot both slip a jump through.
+
+A body sent with an idempotency key (:class:`BodyKey`, the request's
+``Idempotency-Key``) is stored once however often it is sent: under the same
+lock the source is asked for the receipt of a body stored under that key,
+and if there is one, nothing is stored or published and
+:class:`AlreadyStored` carries the first answer (docs/ops.md, "Ingest"). Rules that need the stream's state
 (late op, duplicate key, delete of a missing key) are the evaluator's: such
 ops get a seq here and become dead letters there; the evaluator also judges
 the guard again, with seqs (an edited guard reaches it at its next batch).
@@ -22,6 +28,7 @@ the guard again, with seqs (an edited guard reaches it at its next batch).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -37,13 +44,13 @@ from streaming.clock import ClockGuard
 from streaming.events import DEAD_LETTER_LINE_CHARS, DeadLetter
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema as SchemaGraph
-from streaming.sources import writer_for
+from streaming.sources import Receipt, writer_for
 
 from kwmonitor.streams.connection import redis_client
 from kwmonitor.streams.models import Stream
 
 __all__ = ["LineError", "IngestResult", "GoodLine", "judge_times", "Ingestor", "IngestClosed",
-           "closed_to_ingest"]
+           "closed_to_ingest", "BodyKey", "AlreadyStored", "KeyReused"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +114,36 @@ def judge_times(guard: ClockGuard, times: Iterable[float],
     return reasons, clock
 
 
+@dataclass(frozen=True)
+class BodyKey:
+    """A request's idempotency key and the digest of its body."""
+
+    key: str
+    digest: str
+
+    @classmethod
+    def of(cls, key: str, body: bytes) -> "BodyKey":
+        return cls(key, hashlib.sha256(body).hexdigest())
+
+
+class AlreadyStored(Exception):
+    """The body was stored before under its idempotency key: nothing was stored or published again."""
+
+    def __init__(self, receipt: Receipt):
+        super().__init__(f"stored before as seqs {receipt.first}..{receipt.first + receipt.count - 1}")
+        self.receipt = receipt
+
+    def answer(self) -> dict:
+        """The first answer (only its seqs if the writer was killed before recording it), marked replayed."""
+        first, last = self.receipt.first, self.receipt.first + self.receipt.count - 1
+        answer = self.receipt.answer or {"ops": self.receipt.count, "first_seq": first, "last_seq": last}
+        return {**answer, "replayed": True}
+
+
+class KeyReused(ValueError):
+    """The idempotency key was used before for another body."""
+
+
 class IngestClosed(ValueError):
     """The stream takes no ingest: its ops come from a PostgreSQL publication's capture."""
 
@@ -154,18 +191,19 @@ class Ingestor:
             good.append(GoodLine(number, raw, orjson.dumps(obj).decode(), op.ts))
         return good, errors
 
-    def ingest(self, lines: Iterable[str | bytes], first_line: int = 1) -> IngestResult:
+    def ingest(self, lines: Iterable[str | bytes], first_line: int = 1, key: BodyKey | None = None) -> IngestResult:
         """Validate ``lines``, append the good ones the clock guard takes to the stream's source in order,
-        publish the others as dead letters."""
+        publish the others as dead letters. Raises :class:`AlreadyStored` or :class:`KeyReused` (``key``)."""
         good, errors = self.validate(lines, first_line)
         seqs, refused = self.store([(g.ts, (g.op,)) for g in good], errors,
-                                   lambda i, reason: LineError(good[i].line, reason, good[i].text))
+                                   lambda i, reason: LineError(good[i].line, reason, good[i].text), key)
         result = IngestResult(seqs, sorted(errors + refused, key=_by_line))
         self.record_input(len(seqs))
+        self.record_answer(key, seqs, result.to_json())
         return result
 
     def store(self, units: Sequence[tuple[float, Sequence[str]]], errors: Iterable[LineError],
-              letter: Callable[[int, str], LineError]) -> tuple[list[int], list[LineError]]:
+              letter: Callable[[int, str], LineError], key: BodyKey | None = None) -> tuple[list[int], list[LineError]]:
         """Store units of ops that share a ``ts`` (a line, an XML item's ops) in one turn at the source.
 
         Under the stream's lock each unit's ``ts`` is judged by the clock
@@ -173,17 +211,33 @@ class Ingestor:
         refused unit (``letter(index, reason)``) are published first (if
         Redis fails after that, a retried body duplicates dead letters, never
         ops), then the units taken are stored and the clock advanced.
-        Returns the seqs stored and the refused units' dead letters.
+        Returns the seqs stored and the refused units' dead letters. With a
+        ``key``, a body stored before under it raises :class:`AlreadyStored`
+        (another body: :class:`KeyReused`) before anything is published.
         """
         if not units:
             self.publish_dead_letters(sorted(errors, key=_by_line))
             return [], []
-        with self.writer.turn() as turn:
+        with self.writer.turn(key.key if key else None) as turn:
+            if turn.previous is not None:
+                assert key is not None
+                if turn.previous.digest != key.digest:
+                    raise KeyReused(f"Idempotency-Key {key.key!r} was used for another body")
+                raise AlreadyStored(turn.previous)
             reasons, clock = judge_times(self.guard, [ts for ts, _ in units], turn.clock)
             refused = [letter(i, reason) for i, reason in enumerate(reasons) if reason is not None]
             self.publish_dead_letters(sorted([*errors, *refused], key=_by_line))
             ops = [op for (_, unit), reason in zip(units, reasons) if reason is None for op in unit]
-            return turn.store(ops, clock), refused
+            return turn.store(ops, clock, key.digest if key else ""), refused
+
+    def record_answer(self, key: BodyKey | None, seqs: Sequence[int], answer: dict) -> None:
+        """Add the answer to the receipt of a body stored under ``key`` (a miss: a retry gets its seqs only)."""
+        if key is None or not seqs:
+            return
+        try:
+            self.writer.answer(key.key, Receipt(key.digest, seqs[0], len(seqs)), answer)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("stream %s: could not record the answer to Idempotency-Key %r: %s", self.stream.pk, key.key, exc)
 
     def record_input(self, ops: int) -> None:
         """Count ``ops`` stored in the stream's input rate (a miss only dents the rate shown)."""

@@ -7,8 +7,11 @@ was accepted or the body holds no line, 400 when every line was rejected, 503
 (with ``Retry-After``) when Redis, which assigns the seqs, or the database,
 where the stream and its token are looked up, does not answer, or the
 stream's landing lock stays held: then no op was stored and the client
-sends the body again (docs/ops.md). A stream whose source is a PostgreSQL
-publication takes its ops from its capture alone: 409 (docs/sources.md).
+sends the body again (docs/ops.md). With an ``Idempotency-Key`` header a body
+is stored once however often it is sent: a body stored before under the key
+gets its first answer again (``"replayed": true``), another body under a
+used key 422. A stream whose source is a PostgreSQL publication takes its
+ops from its capture alone: 409 (docs/sources.md).
 
 An XML stream takes ``Content-Type: application/xml`` (or ``text/xml``)
 bodies of items instead (:mod:`kwmonitor.ingest.xml`), with the same statuses
@@ -17,6 +20,7 @@ counted in items; each stream answers 415 to the other format.
 
 from __future__ import annotations
 
+import re
 import secrets
 
 from django.conf import settings
@@ -32,7 +36,7 @@ from streaming.xmlstream.items import BodyRejected
 
 from kwmonitor.streams.models import Stream
 
-from .service import Ingestor, closed_to_ingest
+from .service import AlreadyStored, BodyKey, Ingestor, KeyReused, closed_to_ingest
 from .xml import XmlIngestor
 
 __all__ = ["ingest"]
@@ -46,6 +50,10 @@ def _error(status: int, message: str, **headers: str) -> JsonResponse:
 
 
 XML_TYPES = ("application/xml", "text/xml")
+
+
+#: An ``Idempotency-Key``: 1 to 255 visible ASCII characters (a UUID, a batch id).
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
 def _bearer(request: HttpRequest) -> str | None:
@@ -78,14 +86,22 @@ def ingest(request: HttpRequest, stream_id: int) -> JsonResponse:
     if xml != stream.is_xml:
         takes = "XML items (Content-Type: application/xml)" if stream.is_xml else "NDJSON ops (application/x-ndjson)"
         return _error(415, f"stream {stream.pk} takes {takes}, not {request.content_type}")
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        return _error(400, "Idempotency-Key must be 1 to 255 visible ASCII characters")
     body = request.read(limit + 1)
     if len(body) > limit:
         return _error(413, f"body is larger than the limit of {limit} bytes")
+    key = BodyKey.of(idempotency_key, body) if idempotency_key is not None else None
     try:
         if xml:
-            result = XmlIngestor(stream).ingest(body)
+            result = XmlIngestor(stream).ingest(body, key)
         else:
-            result = Ingestor(stream).ingest(body.split(b"\n"))
+            result = Ingestor(stream).ingest(body.split(b"\n"), key=key)
+    except AlreadyStored as stored:
+        return JsonResponse(stored.answer())
+    except KeyReused as exc:
+        return _error(422, str(exc))
     except BodyRejected as exc:
         return _error(400, str(exc))
     except (RedisConnectionError, RedisTimeoutError) as exc:

@@ -35,7 +35,7 @@ from streaming.xmlstream.mapping import ItemMapper, MappingError
 
 from kwmonitor.streams.models import Stream
 
-from .service import Ingestor, LineError
+from .service import BodyKey, Ingestor, LineError
 
 __all__ = ["ItemError", "XmlIngestResult", "XmlIngestor"]
 
@@ -84,10 +84,12 @@ class XmlIngestor:
         self.mapping = stream.item_mapping()
         self.lines = Ingestor(stream)  # the stream's schema, Redis client, writer and dead-letter publishing
 
-    def ingest(self, body: bytes) -> XmlIngestResult:
+    def ingest(self, body: bytes, key: BodyKey | None = None) -> XmlIngestResult:
         """Parse, validate and map ``body``; write the accepted items' ops; publish the refused ones.
 
-        Raises :class:`~streaming.xmlstream.items.BodyRejected` when the body is refused whole.
+        Raises :class:`~streaming.xmlstream.items.BodyRejected` when the body is refused whole, and with an
+        idempotency ``key`` :class:`~kwmonitor.ingest.service.AlreadyStored` or
+        :class:`~kwmonitor.ingest.service.KeyReused` (nothing stored: the item keys are not advanced).
         """
         parsed = parse_items(body, self.dtd, XmlLimits(max_bytes=settings.INGEST_MAX_BYTES))
         errors = [ItemError(d.index, d.line, d.reason) for d in parsed.dead_letters]
@@ -116,13 +118,14 @@ class XmlIngestor:
                 return LineError(line or 0, self._where(index, line, reason), text)
 
             # dead letters first and the clock guard under the landing lock, as the NDJSON ingest
-            result.seqs, guarded = self.lines.store(units, letters, refused)
+            result.seqs, guarded = self.lines.store(units, letters, refused, key)
             result.accepted = len(units) - len(guarded)
             errors.sort(key=lambda e: (e.index is None, e.index or 0))
             result.errors = errors
             row.xml_next_keys = mapper.next_keys
             row.save(update_fields=["xml_next_keys"])
         self.lines.record_input(len(result.seqs))
+        self.lines.record_answer(key, result.seqs, result.to_json())
         return result
 
     def _ops(self, mapper: ItemMapper, element: etree._Element, text: str, arrival: float) -> tuple[float, list[str]]:

@@ -19,12 +19,12 @@ their seqs are ``streaming.seqs``.
 from streaming.seqs import SourceError, applied_seq_of, line_seq, split_seq, stamp
 
 from .landing import (LandingFile, LandingWriter, archived_lines_after, is_landing_file, landing_archive,
-                      landing_directory, landing_file_name, landing_file_seq, landing_files, landing_files_through,
+                      landing_directory, landing_file_name, landing_receipts, landing_file_seq, landing_files, landing_files_through,
                       landing_pruned, next_landing_seq, prune_archive, read_landing, unapplied_landing_lines,
                       write_atomic)
 from .redis_stream import LINE_FIELD, RedisStreamWriter, read_redis_stream, redis_stream_last_id
 from .registry import input_kind, input_seq, prune_archives, stream_kind, writer_for
-from .writer import SourceWriter, WriteTurn, ingest_clock
+from .writer import RECEIPT_SECONDS, Receipt, SourceWriter, WriteTurn, ingest_clock
 
 __all__ = [
     "LINE_FIELD",
@@ -35,6 +35,8 @@ __all__ = [
     "applied_seq_of",
     "WriteTurn",
     "SourceWriter",
+    "Receipt",
+    "RECEIPT_SECONDS",
     "LandingFile",
     "LandingWriter",
     "RedisStreamWriter",
@@ -49,6 +51,7 @@ __all__ = [
     "is_landing_file",
     "landing_file_seq",
     "landing_archive",
+    "landing_receipts",
     "prune_archive",
     "landing_pruned",
     "next_landing_seq",

@@ -15,10 +15,17 @@ every micro-batch stays small however long the stream runs. The archive is
 pruned by age (:func:`prune_archive`); a pruned archive no longer holds every
 op from the first, so a lost evaluator state cannot be rebuilt from it
 (:func:`refuse_pruned`).
+
+Receipts of bodies stored under an idempotency key (``streaming.sources.writer``)
+are files too, in :func:`landing_receipts`, written after the seqs are assigned
+and before the landing file is placed, and naming the file's digest: a
+receipt counts only once its landing file holds those bytes, so it survives
+any Redis loss with the ops it speaks for, and is pruned with the archive.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -26,12 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import orjson
 import redis
 
 from streaming.bus import Keys
 
 from streaming.seqs import assigned_seq, line_seq, stamp
-from .writer import SourceWriter
+from .writer import Receipt, SourceWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +52,7 @@ __all__ = [
     "is_landing_file",
     "landing_file_seq",
     "landing_archive",
+    "landing_receipts",
     "prune_archive",
     "landing_pruned",
     "refuse_pruned",
@@ -98,13 +107,31 @@ def landing_archive(directory: str | Path) -> Path:
     return directory.parent / ".archive" / directory.name
 
 
+def landing_receipts(directory: str | Path) -> Path:
+    """Where a landing directory's idempotency receipts are: ``{LANDING_DIR}/.receipts/{stream}``."""
+    directory = Path(directory)
+    return directory.parent / ".receipts" / directory.name
+
+
+def _prune_receipts(directory: str | Path, keep_seconds: float, now: float) -> None:
+    try:
+        entries = list(os.scandir(landing_receipts(directory)))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.stat().st_mtime < now - keep_seconds:
+            Path(entry.path).unlink(missing_ok=True)
+
+
 def prune_archive(directory: str | Path, keep_seconds: float, now: float) -> int:
-    """Delete a landing directory's archived files written more than ``keep_seconds`` before ``now``.
+    """Delete a landing directory's archived files (and idempotency receipts) written more than
+    ``keep_seconds`` before ``now``.
 
     A file keeps the time ingest wrote it when it is archived, so the age is
     the ops' age. The first deletion leaves a mark (:func:`landing_pruned`).
-    Returns how many files were deleted.
+    Returns how many landing files were deleted.
     """
+    _prune_receipts(directory, keep_seconds, now)
     deleted = 0
     archive = landing_archive(directory)
     try:
@@ -173,10 +200,42 @@ class LandingWriter(SourceWriter):
         super().__init__(client, stream_id, lock_seconds)
         self.directory = Path(directory)
 
-    def append(self, ops: Sequence[str], clock: float | None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
         landing = self.reserve(ops, clock)
+        if receipt is not None:
+            key, pending = receipt
+            self._write_receipt(key, Receipt(pending.digest, landing.first_seq, landing.count),
+                                hashlib.sha256(landing.data).hexdigest())
         self.place(landing)
         return landing.first_seq
+
+    def _receipt_path(self, key: str) -> Path:
+        return landing_receipts(self.directory) / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+    def _write_receipt(self, key: str, receipt: Receipt, data_digest: str) -> None:
+        path = self._receipt_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, orjson.dumps({**receipt.to_json(), "file": data_digest}))
+
+    def receipt(self, key: str) -> Receipt | None:
+        try:
+            recorded = orjson.loads(self._receipt_path(key).read_bytes())
+        except FileNotFoundError:
+            return None
+        receipt = Receipt.from_json(recorded)
+        name = landing_file_name(receipt.first)
+        for folder in (self.directory, landing_archive(self.directory)):
+            try:
+                data = (folder / name).read_bytes()
+            except FileNotFoundError:
+                continue
+            # killed before placing, a Redis that lost its seq counter can give the seqs to another body
+            return receipt if hashlib.sha256(data).hexdigest() == recorded["file"] else None
+        return None
+
+    def answer(self, key: str, receipt: Receipt, answer: dict[str, Any]) -> None:
+        recorded = orjson.loads(self._receipt_path(key).read_bytes())
+        self._write_receipt(key, Receipt(receipt.digest, receipt.first, receipt.count, answer), recorded["file"])
 
     def reserve(self, ops: Sequence[str], clock: float | None = None) -> LandingFile:
         """Assign the next seqs to ``ops`` (and the ingest clock ``clock`` unless None) and stamp them; nothing

@@ -1,21 +1,24 @@
 """The Redis source: a Redis stream ``Keys.stream_ops(stream_id)`` (field ``line``) of stored op lines.
 
 One Lua script assigns the seqs and appends the lines, so stream order is
-seq order. The evaluator reads it with the ``kwredis`` Spark source
+seq order; it also records an idempotency receipt with them
+(``streaming.sources.writer``; ``Keys.ingest_receipt``, expiring after
+``RECEIPT_SECONDS``). The evaluator reads it with the ``kwredis`` Spark source
 (``streaming.spark.redis_source``). Nothing is archived: the ops live in
-Redis only, and are lost with it.
+Redis only, and are lost with it, receipts included.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+import orjson
 import redis
 
 from streaming.bus import Keys, connect
 from streaming.seqs import assigned_seq, line_seq
 
-from .writer import SourceWriter
+from .writer import RECEIPT_SECONDS, Receipt, SourceWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,17 +29,21 @@ __all__ = ["LINE_FIELD", "RedisStreamWriter", "read_redis_stream", "redis_stream
 
 LINE_FIELD = "line"
 
-# KEYS: seq counter, ops stream, ingest clock. ARGV: the new clock ("" to leave it), then the op lines
-# (compact JSON objects, never "{}").
+# KEYS: seq counter, ops stream, ingest clock, then the receipt's key if any. ARGV: the new clock ("" to
+# leave it), the receipt's JSON after its "first" field and its expiry in seconds (both "" without a
+# receipt), then the op lines (compact JSON objects, never "{}").
 _APPEND = """
-local n = #ARGV - 1
+local n = #ARGV - 3
 local first = redis.call('INCRBY', KEYS[1], n) - n
 for i = 1, n do
-  local body = string.sub(ARGV[i + 1], 2)
+  local body = string.sub(ARGV[i + 3], 2)
   redis.call('XADD', KEYS[2], '*', 'line', '{"seq":' .. (first + i - 1) .. ',' .. body)
 end
 if ARGV[1] ~= '' then
   redis.call('SET', KEYS[3], ARGV[1])
+end
+if KEYS[4] then
+  redis.call('SET', KEYS[4], '{"first":' .. first .. ',' .. ARGV[2], 'EX', ARGV[3])
 end
 return first
 """
@@ -50,12 +57,27 @@ class RedisStreamWriter(SourceWriter):
         self.key = key or Keys.stream_ops(stream_id)
         self._script = client.register_script(_APPEND)
 
-    def append(self, ops: Sequence[str], clock: float | None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
         for op in ops:
             if not op.startswith("{") or op.replace(" ", "") == "{}":
                 raise ValueError("an op must be a non-empty compact JSON object")
         keys = [Keys.stream_seq(self.stream_id), self.key, Keys.stream_clock(self.stream_id)]
-        return int(self._script(keys=keys, args=["" if clock is None else repr(clock), *ops]))
+        tail, expiry = "", ""
+        if receipt is not None:
+            key, pending = receipt
+            keys.append(Keys.ingest_receipt(self.stream_id, key))
+            tail = orjson.dumps({"digest": pending.digest, "count": pending.count}).decode()[1:]
+            expiry = str(int(RECEIPT_SECONDS))
+        return int(self._script(keys=keys, args=["" if clock is None else repr(clock), tail, expiry, *ops]))
+
+    def receipt(self, key: str) -> Receipt | None:
+        recorded = self.client.get(Keys.ingest_receipt(self.stream_id, key))
+        return Receipt.from_json(orjson.loads(recorded)) if recorded is not None else None
+
+    def answer(self, key: str, receipt: Receipt, answer: dict[str, Any]) -> None:
+        done = Receipt(receipt.digest, receipt.first, receipt.count, answer)
+        self.client.set(Keys.ingest_receipt(self.stream_id, key), orjson.dumps(done.to_json()),
+                        ex=int(RECEIPT_SECONDS), xx=True)
 
 
 def read_redis_stream(

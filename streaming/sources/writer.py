@@ -5,22 +5,58 @@ stream's *ingest clock* (``Keys.stream_clock``, the largest ``ts`` stored),
 so the clock guard that ingest judges a body by (docs/ops.md, "The stream
 clock") sees every body stored before it. Each source kind's module
 subclasses :class:`SourceWriter` with how it stores a batch.
+
+A turn taken with an idempotency key (the ``Idempotency-Key`` of an ingest
+request) finds the :class:`Receipt` of a body already stored under that key,
+and otherwise leaves one: the source records it where it keeps the ops, after
+the seqs are assigned and before the ops are visible, so a body whose ops
+were stored has a receipt and one whose ops were not is stored again when it
+is sent again, whenever the writer was killed. Receipts are kept
+:data:`RECEIPT_SECONDS`.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
 
 import redis
 
 from streaming.bus import Keys
 
-__all__ = ["LANDING_LOCK_SECONDS", "WriteTurn", "SourceWriter", "ingest_clock"]
+__all__ = ["LANDING_LOCK_SECONDS", "RECEIPT_SECONDS", "Receipt", "WriteTurn", "SourceWriter", "ingest_clock"]
 
 #: How long a writer holds the stream's lock at most (:class:`SourceWriter`); writing the largest body
 #: (``INGEST_MAX_BYTES``, fsynced) takes well under it.
 LANDING_LOCK_SECONDS = 10.0
+
+#: How long a source remembers a body stored under an idempotency key (a day: the landing archive's default
+#: retention, ``LANDING_ARCHIVE_HOURS``, which prunes landing receipts with the files).
+RECEIPT_SECONDS = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a source remembers of a body stored under an idempotency key.
+
+    ``digest`` identifies the body (the same key with another body is a
+    client's error), ``first`` and ``count`` are its ops' seqs, ``answer``
+    the ingest's answer to it (None when the writer was killed between
+    storing the ops and recording the answer).
+    """
+
+    digest: str
+    first: int
+    count: int
+    answer: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "first": self.first, "count": self.count, "answer": self.answer}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Receipt":
+        return cls(data["digest"], int(data["first"]), int(data["count"]), data.get("answer"))
 
 
 class WriteTurn:
@@ -32,20 +68,25 @@ class WriteTurn:
     :meth:`store` advances it.
     """
 
-    def __init__(self, writer: "SourceWriter", clock: float | None):
+    def __init__(self, writer: "SourceWriter", clock: float | None, key: str | None = None):
         self.writer = writer
         self.clock = clock
+        self.key = key
+        #: The receipt of a body already stored under ``key`` (None: none, or no key).
+        self.previous = writer.receipt(key) if key is not None else None
         self.stored = False
 
-    def store(self, ops: Sequence[str], clock: float | None = None) -> list[int]:
+    def store(self, ops: Sequence[str], clock: float | None = None, digest: str = "") -> list[int]:
         """Store ``ops`` (compact JSON objects) in order with their seqs and advance the ingest clock to
-        ``clock`` (None: leave it); return the seqs."""
+        ``clock`` (None: leave it); return the seqs. In a turn with a key, the source records a receipt
+        of the body ``digest`` with them."""
         if self.stored:
             raise RuntimeError("a write turn stores once")
         self.stored = True
         if not ops:
             return []
-        first = self.writer.append(ops, clock if clock is not None and clock != self.clock else None)
+        receipt = (self.key, Receipt(digest, -1, len(ops))) if self.key is not None else None
+        first = self.writer.append(ops, clock if clock is not None and clock != self.clock else None, receipt)
         return list(range(first, first + len(ops)))
 
 
@@ -64,8 +105,8 @@ class SourceWriter:
         self.lock_seconds = lock_seconds or LANDING_LOCK_SECONDS
 
     @contextmanager
-    def turn(self) -> Iterator[WriteTurn]:
-        """Hold the stream's lock for one :class:`WriteTurn`.
+    def turn(self, key: str | None = None) -> Iterator[WriteTurn]:
+        """Hold the stream's lock for one :class:`WriteTurn` (with an idempotency ``key``: see the module).
 
         Raises ``redis.exceptions.LockError`` (nothing stored) when the lock
         could not be taken within its expiry and 2 s more (other writers kept
@@ -76,7 +117,7 @@ class SourceWriter:
         if not lock.acquire():
             raise redis.exceptions.LockError(f"stream {self.stream_id}: the landing lock is still held after {wait:g} s")
         try:
-            yield WriteTurn(self, ingest_clock(self.client, self.stream_id))
+            yield WriteTurn(self, ingest_clock(self.client, self.stream_id), key)
         finally:
             try:
                 lock.release()
@@ -91,9 +132,18 @@ class SourceWriter:
         with self.turn() as turn:
             return turn.store(ops)
 
-    def append(self, ops: Sequence[str], clock: float | None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
         """Assign seqs to ``ops`` and store them (the lock is held), setting the ingest clock to ``clock``
-        unless None; return the first seq."""
+        unless None; with ``receipt`` (a key and its receipt, ``first`` to be filled in), record it before
+        the ops are visible; return the first seq."""
+        raise NotImplementedError
+
+    def receipt(self, key: str) -> Receipt | None:
+        """The receipt of the body stored under ``key`` (None: none whose ops are stored)."""
+        raise NotImplementedError
+
+    def answer(self, key: str, receipt: Receipt, answer: dict[str, Any]) -> None:
+        """Add the ingest's ``answer`` to the receipt of the body stored under ``key``."""
         raise NotImplementedError
 
 

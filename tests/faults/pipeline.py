@@ -125,19 +125,24 @@ def followed(base: str, query: KeywordQuery, token: str, directory: Path) -> Ite
 
 def feed(base: str, stream, lines: list[str], tally: Counter, crashes: list[tuple[int, threading.Event]],
          pause: float = PAUSE) -> None:
-    """POST the lines in bodies, ``pause`` s apart, in order; a body answered 503 (or not answered) is sent again.
-    Each event of ``crashes`` is set when the feeder reaches its line (the first of a body)."""
+    """POST the lines in bodies, ``pause`` s apart, in order; a body answered 503 (or not answered) is sent again
+    with the same ``Idempotency-Key``, so one stored before its answer was lost is not stored twice. Each event
+    of ``crashes`` is set when the feeder reaches its line (the first of a body)."""
     for start in range(0, len(lines), BODY):
         for at, reached in crashes:
             if start == at:
                 reached.set()
         body = "".join(line + "\n" for line in lines[start:start + BODY]).encode()
+        key = f"feed-{stream.pk}-{start}"
         while True:
             request = urllib.request.Request(f"{base}/ingest/{stream.pk}/", data=body, method="POST", headers={
-                "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson"})
+                "Authorization": f"Bearer {stream.ingest_token}", "Content-Type": "application/x-ndjson",
+                "Idempotency-Key": key})
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
-                    tally["accepted"] += json.loads(response.read())["accepted"]
+                    answer = json.loads(response.read())
+                    tally["accepted"] += answer.get("accepted", answer.get("ops", 0))
+                    tally["replayed"] += bool(answer.get("replayed"))
                     break
             except urllib.error.HTTPError as exc:
                 assert exc.code == 503, exc.read()

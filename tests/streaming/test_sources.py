@@ -171,6 +171,51 @@ def test_a_turn_reads_the_ingest_clock_and_its_store_advances_it_with_the_seqs(r
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("kind", ["landing", "redis"])
+def test_a_turn_with_a_key_finds_the_receipt_of_a_body_stored_under_it(redis_client, tmp_path, kind):
+    writer = sources.writer_for(redis_client, 8, kind, tmp_path)
+    with writer.turn("batch-1") as turn:
+        assert turn.previous is None
+        assert turn.store(OPS[:2], 1.0, "digest-1") == [0, 1]
+    with writer.turn("batch-1") as turn:
+        assert turn.previous == sources.Receipt("digest-1", 0, 2)  # stored, not answered yet
+    writer.answer("batch-1", sources.Receipt("digest-1", 0, 2), {"accepted": 2})
+    with writer.turn("batch-1") as turn:
+        assert turn.previous == sources.Receipt("digest-1", 0, 2, {"accepted": 2})
+    with writer.turn("batch-2") as turn:
+        assert turn.previous is None
+        assert turn.store(OPS[2:3], 2.0, "digest-2") == [2]
+    assert writer.receipt("batch-2") == sources.Receipt("digest-2", 2, 1)
+
+
+@pytest.mark.redis
+def test_a_landing_receipt_counts_only_once_its_file_is_placed_and_outlives_redis(redis_client, tmp_path, monkeypatch):
+    """Killed between the receipt and the landing file: the body was not stored, its retry stores it. A
+    placed body's receipt is in the landing directory's receipts, so a Redis that lost everything still
+    finds it; a receipt whose seqs a restarted counter gave to another body is not that body's."""
+    writer = sources.writer_for(redis_client, 9, "landing", tmp_path)
+
+    def killed(landing):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sources.LandingWriter, "place", lambda self, landing: killed(landing))
+        with pytest.raises(KeyboardInterrupt), writer.turn("lost") as turn:
+            turn.store(OPS[:2], 1.0, "d")
+    assert writer.receipt("lost") is None  # the file was never placed
+    redis_client.flushdb()  # the counter restarts after the newest file: none, so seq 0 again
+    with writer.turn("other") as turn:
+        assert turn.store(OPS[2:4], 1.0, "e") == [0, 1]
+    assert writer.receipt("lost") is None  # seq 0's file holds another body
+    redis_client.flushdb()
+    with writer.turn("other") as turn:
+        assert turn.previous == sources.Receipt("e", 0, 2)
+    assert writer.write(OPS[:1]) == [2]
+    assert sources.prune_archive(tmp_path / "9", 0.0, time.time() + 1) == 0
+    assert writer.receipt("other") is None  # pruned with the archive
+
+
+@pytest.mark.redis
 def test_writers_take_turns_so_each_reads_the_clock_the_one_before_left(redis_client, redis_url, tmp_path):
     """A turn holds the stream's lock from reading the clock to storing: a second writer (either source)
     waits, then reads the clock the first one left."""

@@ -28,10 +28,10 @@ def stream(ecommerce_schema, redis_client, landing):
     return Stream.objects.create(name="shop", schema=ecommerce_schema)
 
 
-def post(client, stream, body, token=None):
+def post(client, stream, body, token=None, **headers):
     return client.post(
         reverse("ingest:ingest", args=[stream.pk]), data=body, content_type="application/x-ndjson",
-        HTTP_AUTHORIZATION=f"Bearer {token or stream.ingest_token}",
+        HTTP_AUTHORIZATION=f"Bearer {token or stream.ingest_token}", headers=headers,
     )
 
 
@@ -84,6 +84,34 @@ def dead_letters(redis_client, stream) -> list[tuple]:
     """(seq, line, reason) of the dead letters on the stream's events, oldest first."""
     return [(e.seq, e.line, e.reason) for _, e in read_stream_events(redis_client, stream.pk, count=100_000)
             if e.type == "deadletter"]
+
+
+@pytest.mark.parametrize("source_kind", ["landing", "redis"])
+def test_a_body_sent_again_with_its_idempotency_key_is_stored_once(client, stream, landing, redis_client, source_kind):
+    stream.source_kind = source_kind
+    stream.save()
+    body = ndjson(GOOD[0], {"op": "insert"}, GOOD[1])
+    first = post(client, stream, body, **{"Idempotency-Key": "batch-7"})
+    assert first.status_code == 200 and first.json()["accepted"] == 2
+    letters = len(dead_letters(redis_client, stream))
+    again = post(client, stream, body, **{"Idempotency-Key": "batch-7"})
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "replayed": True}
+    assert len(dead_letters(redis_client, stream)) == letters  # nothing published again
+    assert post(client, stream, body, **{"Idempotency-Key": "batch-8"}).json()["first_seq"] == 2  # a new batch
+    reused = post(client, stream, ndjson(GOOD[2]), **{"Idempotency-Key": "batch-7"})
+    assert reused.status_code == 422 and "another body" in reused.json()["error"]
+    if source_kind == "landing":
+        assert [seq for seq, _ in stored(stream, landing)] == [0, 1, 2, 3]
+    else:
+        assert redis_client.xlen(Keys.stream_ops(stream.pk)) == 4
+
+
+@pytest.mark.parametrize("key", ["", "has space", "x" * 256, "caf\u00e9"])
+def test_a_malformed_idempotency_key_is_a_400_and_stores_nothing(client, stream, landing, key):
+    response = post(client, stream, ndjson(GOOD[0]), **{"Idempotency-Key": key})
+    assert response.status_code == 400 and "Idempotency-Key" in response.json()["error"]
+    assert stored(stream, landing) == []
 
 
 def test_ingest_dead_letters_reach_the_history(client, stream, redis_client):

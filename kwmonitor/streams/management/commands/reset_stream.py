@@ -23,7 +23,7 @@ from kwmonitor.streams.models import (
 from kwmonitor.streams.postgres import drop_slot
 from kwmonitor.streams.supervisor import Supervisor
 from streaming.bus import Keys
-from streaming.sources import landing_archive
+from streaming.sources import landing_archive, landing_receipts
 
 from ._evaluators import evaluator_of
 
@@ -84,9 +84,10 @@ class Command(BaseCommand):
                                                     Keys.failed_op(p.pk), Keys.poison_watch(p.pk))]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid), Keys.published_seq(qid))]
         keys += [Keys.subscription_results(sid) for sid in subscription_ids]
+        keys += list(redis_client().scan_iter(match=Keys.ingest_receipts(stream.pk), count=1000))
         erased = int(redis_client().delete(*keys))
         landing, derived = stream.landing_path(), stream.derived_path()
-        for path in (landing, landing_archive(landing), derived, landing_archive(derived),
+        for path in (landing, landing_archive(landing), landing_receipts(landing), derived, landing_archive(derived),
                      *(p.checkpoint_dir() for p in processes)):
             shutil.rmtree(path, ignore_errors=True)
         type(stream).objects.filter(pk=stream.pk).update(placement={})
