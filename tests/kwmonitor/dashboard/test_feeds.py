@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from redis.asyncio import Redis
@@ -41,7 +42,7 @@ def first_messages(redis_url: str, query_id: int, after: str | None, n: int) -> 
         client = Redis.from_url(redis_url, decode_responses=True)
         messages = feeds.query_messages(client, query_id, after, block_ms=100)
         try:
-            return [await messages.__anext__() for _ in range(n)]
+            return [json.loads(await messages.__anext__()) for _ in range(n)]
         finally:
             await messages.aclose()
             await client.aclose()
