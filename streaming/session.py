@@ -487,7 +487,7 @@ class StreamSession:
         items, self._items = self._items, []
         now = self.clock()
         events: list[Any] = [  # every evaluator of a stream rejects the same ops: the primary says so
-            DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS],
+            DeadLetter(stream=self.stream_id, seq=row.seq, line=row.text()[:DEAD_LETTER_LINE_CHARS],
                        reason=row.reason or "", ts=now)
             for row in dead
         ] if self.plan.primary else []
