@@ -57,8 +57,8 @@ from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProper
 from .sharing.report import sharing_report
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "StoredTuple", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change", "group_keywords",
-           "plan_properties", "ResultViews", "StreamSession"]
+__all__ = ["ParseSpec", "StoredTuple", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
+           "group_keywords", "plan_properties", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
@@ -386,15 +386,17 @@ class StreamSession:
         loaded = []
         for ident, (seq, ts, values) in list(self.stored.items()):
             relation = schema.relations.get(ident[0])
-            try:
-                if relation is None or not isinstance(seq, int) or not isinstance(ts, (int, float)):
-                    raise ValueRejected(ident[0])
-                values = relation.validate_tuple(values)
-            except ValueRejected:
+            checked = None
+            if relation is not None and type(seq) is int and type(ts) in (int, float):
+                try:
+                    checked = relation.validate_tuple(values)
+                except ValueRejected:
+                    pass
+            if relation is None or checked is None:
                 del self.stored[ident]
                 self._dirty.add(ident)
                 continue
-            loaded.append((ts, seq, Op("insert", ident[0], values[relation.key], values, float(ts))))
+            loaded.append((ts, seq, Op("insert", ident[0], checked[relation.key], checked, float(ts))))
         loaded.sort(key=lambda item: (item[0], item[1]))
         return [op for _, _, op in loaded]
 
