@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from .keywords import tuple_tokens
-from .ops import Op, OpRejected, parse_item_op, parse_op
+from .ops import Op, OpRejected, op_to_dict, parse_item_op, parse_op
 from .schema import Schema
-from .seqs import SourceError, split_seq
+from .seqs import SourceError, split_seq, stamp
 
 __all__ = ["ParsedOp", "parse_stored_line"]
 
@@ -25,16 +27,25 @@ class ParsedOp:
     classification, done where the line was parsed); ``queries`` the
     global-result bitmap of the selection constructs (bit ``i``: the query of
     the plan's bit ``i`` admits the tuple), when the executors evaluated them
-    (None: not evaluated, the driver does it).
+    (None: not evaluated, the driver does it). ``line`` is None for an op
+    read from a derived record (``streaming.preprocess``): its line is made
+    from the op only if it becomes a dead letter (:meth:`text`).
     """
 
     seq: int | None
-    line: str
+    line: str | None
     op: Op | None
     reason: str | None = None
     hits: tuple[str, ...] = ()
     queries: int | None = None
     reported: bool = False  # a reject already published as a dead letter (by the stream's pre-processor)
+
+    def text(self) -> str:
+        """The stored line, as a dead letter shows it."""
+        if self.line is not None:
+            return self.line
+        assert self.op is not None and self.seq is not None
+        return stamp(self.seq, orjson.dumps(op_to_dict(self.op)).decode())
 
 
 def parse_stored_line(line: str, schema: Schema, keywords: frozenset[str]) -> ParsedOp:

@@ -48,12 +48,12 @@ import orjson
 
 from .parsed import ParsedOp
 from .keywords import tuple_tokens
-from .ops import Op, OpRejected, op_to_dict, parse_op
+from .ops import Op, OpRejected, parse_op
 from .schema import Schema
 from .sharing.intervals import IntervalSet
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
-from .seqs import SourceError, split_seq, stamp
+from .seqs import SourceError, split_seq
 
 __all__ = ["StreamNeeds", "Preprocessor", "DerivedRecord", "decode_record", "derived_ops", "derived_rows"]
 
@@ -224,7 +224,6 @@ def derived_rows(lines: Iterable[str | bytes], vocabularies: Mapping[int, tuple[
             out.append(ParsedOp(r.seq, text, Op("tick", "", None, None, r.ts)))
         else:
             op = Op(r.kind, r.relation, r.key, r.values, r.ts)
-            # the raw form of a kept op: what the evaluator persists with the tuple and re-reads after a restart
-            raw = stamp(r.seq, orjson.dumps(op_to_dict(op)).decode()) if r.kind == "insert" else text
-            out.append(ParsedOp(r.seq, raw, op, None, r.hits))
+            # an insert's line is made from its op if it becomes a dead letter (the evaluator persists the op)
+            out.append(ParsedOp(r.seq, text if r.kind == "delete" else None, op, None, r.hits))
     return out, versions

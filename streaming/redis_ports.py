@@ -5,7 +5,9 @@ The state of evaluator ``E`` is the hash ``bus.Keys.evaluator_state(E)``
 :data:`~streaming.bus.LOADED_FIELD`, written only when the evaluator loads or
 rebuilds its state: a batch whose writes a Redis client retried on an empty
 Redis re-creates the hash, not this field) and its stored tuples the hash
-``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> stored line).
+``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> ``[seq, ts, values]`` JSON, the
+:data:`~streaming.session.StoredTuple`; a hash saved before these records holds the stored line instead,
+read as one).
 Changes are published only while that state holds the field
 (:func:`~streaming.bus.publish_serialized_changes`).
 """
@@ -20,11 +22,20 @@ import redis
 from . import bus
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
-from .session import Change, SavedState, StateWrite
+from .session import Change, SavedState, StateWrite, StoredTuple
 
 __all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
 
 _PUBLISH_CHUNK = 2_000
+
+
+def _stored_tuple(raw: str) -> StoredTuple:
+    """A stored tuple as saved: its record, or the stored line a state saved before records held."""
+    record = orjson.loads(raw)
+    if isinstance(record, dict):
+        return record.get("seq"), record.get("ts"), record.get("tuple")  # checked on restore
+    seq, ts, values = record
+    return seq, ts, values
 
 
 class RedisStateStore:
@@ -47,7 +58,7 @@ class RedisStateStore:
             joined={int(q): seq for q, seq in orjson.loads(state["joined"]).items()} if state.get("joined") else {},
             outbox=[AggregateValue.model_validate(v) for v in orjson.loads(state["outbox"])]
             if state.get("outbox") else [],
-            lines={tuple(orjson.loads(field)): line for field, line in stored.items()},  # type: ignore[misc]
+            tuples={tuple(orjson.loads(field)): _stored_tuple(raw) for field, raw in stored.items()},  # type: ignore[misc]
         )
 
     def lost(self) -> bool:
@@ -56,8 +67,8 @@ class RedisStateStore:
     def save(self, write: StateWrite) -> None:
         """The changed tuples, the applied seq, the outbox, the aggregate windows and the clock in one MULTI."""
         dumps, tuples = orjson.dumps, write.tuples.items()
-        live = {dumps(ident): line for ident, line in tuples if line is not None}
-        gone = [dumps(ident) for ident, line in tuples if line is None]
+        live = {dumps(ident): dumps(record) for ident, record in tuples if record is not None}
+        gone = [dumps(ident) for ident, record in tuples if record is None]
         with self.client.pipeline(transaction=True) as pipe:
             if live:  # one HSET for the batch: a command per tuple cost more than the write itself
                 pipe.hset(self.tuples_key, mapping=live)

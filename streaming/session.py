@@ -49,20 +49,23 @@ from .evaluate.results import Result
 from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultView, SharingReport,
                      SubscriptionResult, TupleView, change_json, result_key)
 from .ops import Op, OpRejected
-from .parsed import ParsedOp, parse_stored_line
-from .schema import Schema
+from .parsed import ParsedOp
+from .schema import Schema, ValueRejected
 from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change", "group_keywords",
-           "plan_properties", "ResultViews", "StreamSession"]
+__all__ = ["ParseSpec", "StoredTuple", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
+           "group_keywords", "plan_properties", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
 TupleId = tuple[str, Any]
+#: A stored tuple as persisted, made from the parsed op (its line is never parsed again): the seq and event time
+#: of the insert that wrote it and its validated values.
+StoredTuple = tuple[int, float, dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +80,7 @@ class ParseSpec:
 
 @dataclass(slots=True)
 class SavedState:
-    """What a state store holds for one evaluator: its stored tuples (each as its stored line), the last
+    """What a state store holds for one evaluator: its stored tuples (:data:`StoredTuple`), the last
     applied seq, the stream clock, the aggregate windows, the seq each query handed over to it joined at,
     and the aggregate values of a batch that died before publishing them (its outbox)."""
 
@@ -86,16 +89,16 @@ class SavedState:
     aggregates: dict[str, Any] = field(default_factory=dict)
     joined: dict[int, int] = field(default_factory=dict)
     outbox: list[AggregateValue] = field(default_factory=list)
-    lines: dict[TupleId, str] = field(default_factory=dict)
+    tuples: dict[TupleId, StoredTuple] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class StateWrite:
-    """What a batch changed in the saved state: tuples written (their line) or deleted (None), the applied
+    """What a batch changed in the saved state: tuples written or deleted (None), the applied
     seq, the values it produced (the outbox), the aggregate windows (None: no aggregate class) and the
     stream clock (None: no op yet)."""
 
-    tuples: Mapping[TupleId, str | None]
+    tuples: Mapping[TupleId, StoredTuple | None]
     seq: int
     outbox: Sequence[AggregateValue]
     aggregates: dict[str, Any] | None
@@ -241,7 +244,7 @@ class StreamSession:
         self.engine: SharedEngine | None = None
         self.queries: dict[int, QueryProperties] = {}
         self.aggregates: dict[int, AggregateProperties] = {}
-        self.lines: dict[TupleId, str] = {}  # stored tuple -> its stored line
+        self.stored: dict[TupleId, StoredTuple] = {}
         self.applied_seq = -1
         self.query_errors: dict[int, str] = {}
         self.aggregate_errors: dict[int, str] = {}
@@ -279,7 +282,7 @@ class StreamSession:
         self._clock = saved.clock
         self._saved_aggregates = dict(saved.aggregates)
         self.joined = dict(saved.joined)
-        self.lines = dict(saved.lines)
+        self.stored = dict(saved.tuples)
 
     def adopt(self, raw: dict[str, Any], force: bool = False) -> PlanChange | None:
         """Adopt a plan (as read); start, move and stop queries as it says. None if it is the one adopted."""
@@ -379,15 +382,21 @@ class StreamSession:
                                     self.selection_plan())
 
     def _stored_ops(self, schema: Schema) -> list[Op]:
-        """The stored tuples as inserts in event-time order (lines that no longer parse are dropped)."""
+        """The stored tuples as inserts in event-time order (tuples that ``schema`` no longer admits are dropped)."""
         loaded = []
-        for ident, line in list(self.lines.items()):
-            row = parse_stored_line(line, schema, frozenset())
-            if row.op is None or row.op.kind != "insert" or row.seq is None:
-                del self.lines[ident]
+        for ident, (seq, ts, values) in list(self.stored.items()):
+            relation = schema.relations.get(ident[0])
+            checked = None
+            if relation is not None and type(seq) is int and type(ts) in (int, float):
+                try:
+                    checked = relation.validate_tuple(values)
+                except ValueRejected:
+                    pass
+            if relation is None or checked is None:
+                del self.stored[ident]
                 self._dirty.add(ident)
                 continue
-            loaded.append((row.op.ts, row.seq, row.op))
+            loaded.append((ts, seq, Op("insert", ident[0], checked[relation.key], checked, float(ts))))
         loaded.sort(key=lambda item: (item[0], item[1]))
         return [op for _, _, op in loaded]
 
@@ -417,7 +426,7 @@ class StreamSession:
                                            window_end=window_end, value=value, ts=self.clock()))
 
     def _on_forget(self, relation: str, key: Any) -> None:
-        self.lines.pop((relation, key), None)
+        self.stored.pop((relation, key), None)
         self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
@@ -480,7 +489,7 @@ class StreamSession:
         items, self._items = self._items, []
         now = self.clock()
         events: list[Any] = [  # every evaluator of a stream rejects the same ops: the primary says so
-            DeadLetter(stream=self.stream_id, seq=row.seq, line=row.line[:DEAD_LETTER_LINE_CHARS],
+            DeadLetter(stream=self.stream_id, seq=row.seq, line=row.text()[:DEAD_LETTER_LINE_CHARS],
                        reason=row.reason or "", ts=now)
             for row in dead
         ] if self.plan.primary else []
@@ -515,7 +524,8 @@ class StreamSession:
             return str(exc)
         ident = (op.relation, op.key)
         if op.kind == "insert":
-            self.lines[ident] = row.line
+            assert op.values is not None
+            self.stored[ident] = (row.seq, op.ts, op.values)
             self._dirty.add(ident)
             if not self.engine.store.rows[op.relation][op.key].qmask:
                 self._dropped += 1
@@ -547,7 +557,7 @@ class StreamSession:
         """What changed in the saved state since the last call: the tuples, the applied seq, the values not
         yet published (``outbox``; None: those made since the last batch), the aggregate windows and the
         stream clock."""
-        tuples = {ident: self.lines.get(ident) for ident in self._dirty}
+        tuples = {ident: self.stored.get(ident) for ident in self._dirty}
         self._dirty = set()
         engine = self.engine
         return StateWrite(tuples=tuples, seq=self.applied_seq, outbox=list(self._values if outbox is None else outbox),

@@ -48,11 +48,11 @@ class MemoryStateStore:
         return not self.loaded
 
     def save(self, write: StateWrite) -> None:
-        for ident, line in write.tuples.items():
-            if line is None:
-                self.saved.lines.pop(ident, None)
+        for ident, record in write.tuples.items():
+            if record is None:
+                self.saved.tuples.pop(ident, None)
             else:
-                self.saved.lines[ident] = line
+                self.saved.tuples[ident] = record
         self.saved.seq = write.seq
         self.saved.outbox = list(write.outbox)
         if write.aggregates is not None:

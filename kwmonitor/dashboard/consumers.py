@@ -74,16 +74,16 @@ class _FeedConsumer(AsyncJsonWebsocketConsumer):
             return
         self.pump = asyncio.create_task(self._pump(await self.feed(object_id, params)))
 
-    async def feed(self, object_id: int, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def feed(self, object_id: int, params: dict[str, str]) -> AsyncIterator[str]:
         """The socket's feed, following the object's Redis stream through the process's relay."""
         process = relays()
         self.follower = await process.follow(self.key(object_id))
         return self.messages(process.reads(), object_id, params, self.follower)
 
-    async def _pump(self, messages: AsyncIterator[dict[str, Any]]) -> None:
+    async def _pump(self, messages: AsyncIterator[str]) -> None:
         try:
             async for message in messages:
-                await self.send_json(message)
+                await self.send(text_data=message)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -112,7 +112,7 @@ class QueryFeedConsumer(_FeedConsumer):
     key = staticmethod(Keys.changes)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str],
-                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
+                 follower: Follower) -> AsyncIterator[str]:
         return feeds.query_messages(client, object_id, params.get("after"), follower=follower)
 
 
@@ -131,7 +131,7 @@ class StreamFeedConsumer(_FeedConsumer):
     key = staticmethod(Keys.stream_events)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str],
-                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
+                 follower: Follower) -> AsyncIterator[str]:
         user = self.scope["user"]
         viewer: list[tuple[float, Audience]] = []  # (when read, what) of the last database read
 
@@ -154,6 +154,6 @@ class SubscriptionFeedConsumer(_FeedConsumer):
     key = staticmethod(Keys.subscription_results)
 
     def messages(self, client: Redis, object_id: int, params: dict[str, str],
-                 follower: Follower) -> AsyncIterator[dict[str, Any]]:
+                 follower: Follower) -> AsyncIterator[str]:
         return feeds.subscription_messages(client, object_id, params.get("after"), replay=_replay(params),
                                            follower=follower)

@@ -23,7 +23,10 @@ resumes from the oldest kept.
 Subscription feed: a WXQuery subscription's result items
 (``subscription.result`` payloads plus ``"id"``), a log like the stream feed.
 
-All are async generators over ``redis.asyncio`` that run until cancelled.
+All are async generators over ``redis.asyncio`` that run until cancelled, of
+the JSON text a socket sends: a change or result item is the evaluator's
+encoding forwarded as it is, with ``"id"`` put in (made once per entry for all
+the process's feeds of it); a snapshot or stream event is encoded once.
 Given a ``follower`` (:class:`Followed`: the web process's relay of the
 Redis stream, :mod:`.relay`), a feed that has read everything there is
 waits for the relay's next batch instead of blocking in a read of its own,
@@ -179,25 +182,29 @@ async def entries_after(client: Redis, key: str, cursor: str) -> tuple[list[Any]
     return entries, _info(info), not at or bool(at[0])
 
 
-def _with_id(payload: Any, entry_id: str) -> dict[str, Any]:
-    message = payload.model_dump(mode="json")
-    message["id"] = entry_id
-    return message
+def _forward(payload_json: str, entry_id: str) -> str:
+    """A payload's JSON object plus ``"id"``: the text a socket sends (an entry id has nothing to escape)."""
+    return f'{payload_json[:-1]},"id":"{entry_id}"}}'
 
 
-def _change_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
-    return _with_id(parse_event(fields["data"]), entry_id)
+def _with_id(payload: Any, entry_id: str) -> str:
+    return _forward(payload.model_dump_json(), entry_id)
+
+
+def _change_message(entry_id: str, fields: dict[str, str]) -> str:
+    """A change as the evaluator encoded it, forwarded as it is (not decoded and encoded again)."""
+    return _forward(fields["data"], entry_id)
 
 
 async def query_messages(
     client: Redis, query_id: int, after: str | None = None, block_ms: int = BLOCK_MS, follower: Followed | None = None
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncIterator[str]:
     """A query's feed: snapshot (unless resuming from ``after``), then its changes, forever."""
     cursor = after
     while True:
         if cursor is None:
             snapshot = await read_snapshot(client, query_id)
-            yield snapshot.model_dump(mode="json")
+            yield snapshot.model_dump_json()
             cursor = snapshot.last_id
         entries, info, held = await entries_after(client, Keys.changes(query_id), cursor)
         if not continues(info, held, cursor):
@@ -221,11 +228,11 @@ async def query_messages(
 
 
 # The messages a log feed makes of entries; the dict caches what it made of each entry (by id) for other feeds.
-Messages = Callable[[list[tuple[str, dict[str, str]]], dict[str, Any]], Awaitable[list[dict[str, Any]]]]
+Messages = Callable[[list[tuple[str, dict[str, str]]], dict[str, Any]], Awaitable[list[str]]]
 
 
 async def _log_messages(client: Redis, key: str, after: str | None, replay: int, block_ms: int,
-                        messages: Messages, follower: Followed | None = None) -> AsyncIterator[dict[str, Any]]:
+                        messages: Messages, follower: Followed | None = None) -> AsyncIterator[str]:
     """A Redis stream read as a log: the last ``replay`` entries (unless resuming from ``after``), then new ones."""
     cursor = after
     if cursor is None:
@@ -258,13 +265,13 @@ def _stream_event(entry_id: str, fields: dict[str, str]) -> Any | None:
 def stream_messages(
     client: Redis, stream_id: int, audience: Callable[[], Awaitable[Audience]], after: str | None = None,
     replay: int = STREAM_REPLAY, block_ms: int = BLOCK_MS, follower: Followed | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncIterator[str]:
     """A stream's feed: the last ``replay`` events (unless resuming from ``after``), then new ones, forever.
 
     Each batch of entries is cut down to what ``audience()`` (asked again for
     every batch: a viewer's new query shows without reconnecting) may see.
     """
-    async def messages(entries: list[tuple[str, dict[str, str]]], events: dict[str, Any]) -> list[dict[str, Any]]:
+    async def messages(entries: list[tuple[str, dict[str, str]]], events: dict[str, Any]) -> list[str]:
         if not entries:
             return []
         viewer = await audience()
@@ -281,9 +288,11 @@ def stream_messages(
     return _log_messages(client, Keys.stream_events(stream_id), after, replay, block_ms, messages, follower)
 
 
-def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | None:
+def _result_message(entry_id: str, fields: dict[str, str]) -> str | None:
+    """A result item as the evaluator encoded it, once it is known to be one."""
     try:
-        return _with_id(SubscriptionResult.model_validate_json(fields["data"]), entry_id)
+        SubscriptionResult.model_validate_json(fields["data"])
+        return _forward(fields["data"], entry_id)
     except (KeyError, ValidationError):
         logger.warning("subscription result %s is not a known payload; skipped", entry_id)
         return None
@@ -292,9 +301,9 @@ def _result_message(entry_id: str, fields: dict[str, str]) -> dict[str, Any] | N
 def subscription_messages(
     client: Redis, subscription_id: int, after: str | None = None, replay: int = STREAM_REPLAY,
     block_ms: int = BLOCK_MS, follower: Followed | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncIterator[str]:
     """A WXQuery subscription's result items: the last ``replay`` (unless resuming from ``after``), then new ones."""
-    async def messages(entries: list[tuple[str, dict[str, str]]], made: dict[str, Any]) -> list[dict[str, Any]]:
+    async def messages(entries: list[tuple[str, dict[str, str]]], made: dict[str, Any]) -> list[str]:
         for entry_id, fields in entries:
             if entry_id not in made:
                 made[entry_id] = _result_message(entry_id, fields)

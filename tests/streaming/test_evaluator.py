@@ -190,6 +190,26 @@ def test_restart_rebuilds_from_the_persisted_tuples(redis_client, cut):
         assert got == expected and live == expected_live
 
 
+def test_stored_tuples_are_saved_as_records_and_a_state_saved_as_lines_restarts_the_same(redis_client):
+    bus.write_plan(redis_client, 1, plan(1, query(5), query(6, tmax=4, window=30.0)))
+    first = GroupEvaluator(redis_client, 1)
+    first.start()
+    first.apply_batch(0, parsed(redis_client, LINES[:16]))
+    saved = {field: json.loads(raw) for field, raw in redis_client.hgetall(bus.Keys.evaluator_tuples(1)).items()}
+    assert saved and all(json.loads(LINES[seq]) == {"seq": seq, **ins(rel, ts, **values)}
+                         for field, (seq, ts, values) in saved.items() for rel in [json.loads(field)[0]])
+    # the hash as a state saved before the records held it: each tuple's stored line
+    redis_client.hset(bus.Keys.evaluator_tuples(1), mapping={field: LINES[seq] for field, (seq, _, _) in saved.items()})
+    second = GroupEvaluator(redis_client, 1)
+    second.start()
+    assert second.session.stored == first.session.stored
+    second.apply_batch(1, parsed(redis_client, LINES[16:]))
+    for qid, kwargs in ((5, {}), (6, {"tmax": 4, "window": 30.0})):
+        expected, expected_live = reference(OPS, **kwargs)
+        got, live = published(redis_client, qid)
+        assert got == expected and live == expected_live
+
+
 def write_landing(directory, lines, per_file=10, archived=0):
     """``lines`` as landing files of ``per_file`` lines, the first ``archived`` files moved to the archive."""
     directory.mkdir(parents=True)
@@ -224,7 +244,7 @@ def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, t
     bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
     restarted = GroupEvaluator(redis_client, 1)
     restarted.start()  # what Redis holds again is the whole state
-    assert restarted.applied_seq == len(LINES) - 1 and restarted.session.lines == ev.session.lines
+    assert restarted.applied_seq == len(LINES) - 1 and restarted.session.stored == ev.session.stored
 
 
 def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
@@ -302,7 +322,7 @@ def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
     ev.apply_batch(0, parsed(redis_client, bad))
     reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
     assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
-    assert ev.session.lines and ev.applied_seq == 1
+    assert ev.session.stored and ev.applied_seq == 1
 
 
 def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):

@@ -8,8 +8,10 @@ import pytest
 
 from streaming import bus
 from streaming.evaluator import GroupEvaluator
+from streaming.events import DeadLetter
 from streaming.preprocess import Preprocessor, StreamNeeds, decode_record, derived_ops
 from streaming.schema import Schema
+from streaming.session import StreamSession
 from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import stamp
 
@@ -159,3 +161,17 @@ def test_an_aggregate_over_a_relation_keeps_its_inserts():
     dear = {"pid": 9, "title": "silk scarf", "price": 500.0}
     assert not needs_of(cheap_filter).admits("Product", dear)
     assert needs_of(with_aggregate).admits("Product", dear)
+
+
+def test_a_derived_insert_the_engine_refuses_is_a_dead_letter_with_its_stored_line():
+    doc = plan(1, query(5))
+    pre = Preprocessor(SHOP, needs_of(doc))
+    first = stamp(0, '{"op":"insert","relation":"Product","tuple":{"pid":1,"title":"Summer dress","price":40.0},"ts":3.0}')
+    again = stamp(1, '{"op":"insert","relation":"Product","tuple":{"pid":1,"title":"Sun hat","price":15.0},"ts":4.0}')
+    rows = derived_ops([pre.derive(first), pre.derive(again)], {1: pre.needs.vocabulary}, SHOP)
+    assert [row.line for row in rows] == [None, None]  # no line is made for an op that is applied
+    session = StreamSession()
+    session.adopt(doc)
+    (letter,) = session.apply(rows, parsed_with_version=1).events
+    assert isinstance(letter, DeadLetter) and letter.seq == 1 and letter.line == again
+    assert session.stored == {("Product", 1): (0, 3.0, {"pid": 1, "title": "Summer dress", "price": 40.0})}

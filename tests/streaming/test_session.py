@@ -4,6 +4,7 @@ each against the single-query ``KeywordEngine`` reference."""
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 from streaming.evaluator import EvaluatorRunner
@@ -61,7 +62,7 @@ def test_a_session_alone_gives_the_engine_changes_per_seq():
         assert {seq: sorted(v) for seq, v in got[qid].items()} == reference(OPS, **kwargs)[0]
     assert dead == [13, 14, 15]
     write = session.state_write()
-    assert write.seq == len(OPS) - 1 and {k for k, v in write.tuples.items() if v is not None} == set(session.lines)
+    assert write.seq == len(OPS) - 1 and {k for k, v in write.tuples.items() if v is not None} == set(session.stored)
 
 
 def test_a_stream_in_memory_equals_the_engine_and_reports_its_batches():
@@ -108,7 +109,7 @@ def test_restarts_and_a_crash_between_persist_and_publish_in_memory():
     first = runner(memory)
     first.apply_batch(0, rows[:9])
     second = runner(memory)  # the process died; a new one starts from the store
-    assert second.applied_seq == 8 and second.session.lines == first.session.lines
+    assert second.applied_seq == 8 and second.session.stored == first.session.stored
     second.apply_batch(0, rows[6:16])  # Spark replays an uncommitted batch
     for row in rows[16:22]:  # applied and persisted, but the process dies before publishing
         if row.op is not None:
@@ -194,3 +195,21 @@ def test_poison_ops_are_dead_letters_and_a_guarded_batch_names_its_op_until_done
     dead = memory.stream_events(2, DeadLetter)
     assert [(d.seq, d.reason) for d in dead][0] == (3, "it crashed the evaluator twice")
     assert published(memory, 5) == reference(OPS, keep=lambda op: op.ts != 3)
+
+
+def test_a_new_schema_drops_the_stored_tuples_it_no_longer_admits():
+    doc = plan(1, query(5))
+    session = StreamSession()
+    session.adopt(doc)
+    session.apply(rows_of(LINES[:12], doc))
+    products = {ident for ident in session.stored if ident[0] == "Product"}
+    assert products and session.state_write().tuples
+    narrower = copy.deepcopy(doc)
+    narrower["version"] = 2
+    relations = narrower["stream"]["schema"]["relations"]
+    product = next(r for r in relations if r["name"] == "Product")
+    del product["attributes"]["price"]
+    kept = set(session.stored) - products
+    session.adopt(narrower)  # a stored product holds a price the new schema does not know
+    assert set(session.stored) == kept and len(session.engine.store) == len(kept)
+    assert {ident for ident, record in session.state_write().tuples.items() if record is None} == products

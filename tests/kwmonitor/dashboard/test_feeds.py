@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from redis.asyncio import Redis
@@ -36,7 +37,7 @@ def test_can_resume_only_when_nothing_after_the_cursor_is_gone(info, cursor, res
     assert info.can_resume_from(cursor) is resumable
 
 
-def first_messages(redis_url: str, query_id: int, after: str | None, n: int) -> list[dict]:
+def first_texts(redis_url: str, query_id: int, after: str | None, n: int) -> list[str]:
     async def run():
         client = Redis.from_url(redis_url, decode_responses=True)
         messages = feeds.query_messages(client, query_id, after, block_ms=100)
@@ -47,6 +48,18 @@ def first_messages(redis_url: str, query_id: int, after: str | None, n: int) -> 
             await client.aclose()
 
     return asyncio.run(run())
+
+
+def first_messages(redis_url: str, query_id: int, after: str | None, n: int) -> list[dict]:
+    return [json.loads(text) for text in first_texts(redis_url, query_id, after, n)]
+
+
+def test_a_change_is_sent_as_the_evaluator_encoded_it_with_its_id(redis_client, redis_url):
+    bus.publish_changes(redis_client, 6, [added(6, i) for i in range(2)])
+    (first_id, _), (second_id, second) = redis_client.xrange(bus.Keys.changes(6))
+    (text,) = first_texts(redis_url, 6, first_id, 1)
+    assert text == second["data"][:-1] + f',"id":"{second_id}"}}'
+    assert json.loads(text) == {**json.loads(second["data"]), "id": second_id}
 
 
 def test_a_deleted_change_after_the_cursor_forces_a_snapshot(redis_client, redis_url):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from typing import Any, AsyncIterator
 
 import pytest
@@ -23,8 +24,8 @@ def named(redis_client, *names: str) -> set[str]:
     return {c["id"] for c in redis_client.client_list() if c["name"] in names}
 
 
-async def take(messages: AsyncIterator[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    return [await asyncio.wait_for(messages.__anext__(), 5) for _ in range(n)]
+async def take(messages: AsyncIterator[str], n: int) -> list[dict[str, Any]]:
+    return [json.loads(await asyncio.wait_for(messages.__anext__(), 5)) for _ in range(n)]
 
 
 def stream_ids(redis_client, query_id: int) -> list[str]:
