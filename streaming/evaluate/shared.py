@@ -126,10 +126,15 @@ class SharedLatticeEvaluator:
                 self.missing.append(0)
                 self._ready.append({})
                 self._ups.append(())
-            self.missing[v] = sum(1 for c, *_ in plan.kids[v] if not self.sub[c])
+            empty = 0
+            for kid in plan.kids[v]:
+                if not self.sub[kid[CHILD]]:
+                    empty += 1
+            self.missing[v] = empty
         bound = dict.fromkeys(created)
         for v in created:
-            bound.update(dict.fromkeys(c for c, *_ in plan.kids[v]))
+            for kid in plan.kids[v]:
+                bound[kid[CHILD]] = None
         for v in bound:
             self._bind(v)
         for v in created:
