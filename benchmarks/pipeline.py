@@ -57,6 +57,7 @@ def _configure(workdir: Path, redis_db: int) -> str:
         CHECKPOINT_DIR=str(workdir / "checkpoints"),
         SECRET_KEY="pipeline-benchmark-not-secret",
         DEBUG="0",
+        HTTPS="off",  # served over plain http: no redirect of ingest to https
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
