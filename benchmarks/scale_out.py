@@ -29,8 +29,8 @@ once: raw files for a raw reader, derived files for a derived reader; the
 pre-processor's raw read is given apart, as the paper's source-side
 processing) and by every reader, the pre-processor's raw read included
 (``all_readers_bytes_per_op``), each evaluator's queries and classes as
-placed and as it reported them (its sharing report), Spark applications, websocket latency p50/p99 from the request
-to the change on the socket, and what was lost (changes in Redis that no
+placed and as it reported them (its sharing report), Spark applications,
+websocket latency p50/p99 from the request to the change on the socket, and what was lost (changes in Redis that no
 client received, ops not applied). Every query's change stream (seq, type,
 result) is compared across the strategies.
 
