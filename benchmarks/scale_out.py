@@ -57,7 +57,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.pipeline import (RateRun, _cpu_times, _feed, _summarise, get_user, prepare,  # noqa: E402
+from benchmarks.pipeline import (CpuSampler, RateRun, _feed, _summarise, get_user, prepare,  # noqa: E402
                                  start_clients, start_web)
 from streaming.sources import landing_files  # noqa: E402
 
@@ -206,11 +206,12 @@ def run_strategy(strategy: str, args: argparse.Namespace, lines: list[str], quer
         poller.start()
         roots = {"benchmark": os.getpid(), "web (daphne)": web_pid, **cluster_roots,
                  **{name: p.pid for name, p in processes.items()}}
-        idle_before = _cpu_times(roots)
+        sampler = CpuSampler(roots).start()
+        idle_before = sampler.reading()
         time.sleep(args.idle_seconds)
-        idle_after = _cpu_times(roots)
+        idle_after = sampler.reading()
         idle = {name: round(idle_after.get(name, 0.0) - idle_before.get(name, 0.0), 2) for name in roots}
-        cpu_before, wall_before = _cpu_times(roots), time.monotonic()
+        cpu_before, wall_before = sampler.reading(), time.monotonic()
         _feed(run, lines[:int(args.rate * args.seconds)], port, stream.pk, stream.ingest_token,
               stop_at=time.monotonic() + args.seconds * 3)
         last_seq = run.requests[-1].last_seq if run.requests else -1
@@ -222,7 +223,8 @@ def run_strategy(strategy: str, args: argparse.Namespace, lines: list[str], quer
             if dead := [name for name, p in processes.items() if p.poll() is not None]:
                 raise RuntimeError(f"{strategy}: {', '.join(dead)} exited; see {args.workdir}/{strategy}-*.log")
             time.sleep(0.1)
-        cpu_after, wall = _cpu_times(roots), time.monotonic() - wall_before
+        cpu_after, wall = sampler.reading(), time.monotonic() - wall_before
+        sampler.stop()
         time.sleep(args.trigger_seconds * 2 + 2)  # the last changes reach the sockets
         done.set()
         poller.join()
