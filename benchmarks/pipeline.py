@@ -57,6 +57,7 @@ def _configure(workdir: Path, redis_db: int) -> str:
         CHECKPOINT_DIR=str(workdir / "checkpoints"),
         SECRET_KEY="pipeline-benchmark-not-secret",
         DEBUG="0",
+        HTTPS="off",  # served over plain http: no redirect of ingest to https
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
@@ -161,8 +162,9 @@ def _watch_batches(run: RateRun, client, stream_id: int, done: threading.Event) 
                                     "breakdown_ms": event.breakdown_ms, "dead_letters": event.dead_letters})
 
 
-def _cpu_times(roots: dict[str, int]) -> dict[str, float]:
-    """CPU seconds (user + system, reaped children included) per named process tree; other processes by name."""
+def _process_cpu(roots: dict[str, int], fields_of_cpu: slice) -> dict[int, tuple[str, float]]:
+    """Each process's CPU seconds (the ``/proc/<pid>/stat`` fields ``fields_of_cpu`` added up) and the named
+    tree it belongs to (other processes by their command name)."""
     ticks = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     used: dict[int, tuple[str, float]] = {}
@@ -176,16 +178,72 @@ def _cpu_times(roots: dict[str, int]) -> dict[str, float]:
             continue
         fields = tail.split()
         parent[int(entry)] = int(fields[1])
-        used[int(entry)] = (head.split("(", 1)[1], sum(int(x) for x in fields[11:15]) / ticks)
+        used[int(entry)] = (head.split("(", 1)[1], sum(int(x) for x in fields[fields_of_cpu]) / ticks)
     owner = {pid: name for name, pid in roots.items()}
-    out: dict[str, float] = {}
+    out: dict[int, tuple[str, float]] = {}
     for pid, (comm, seconds) in used.items():
         node = pid
         while node > 1 and node not in owner:
             node = parent.get(node, 1)
-        name = owner.get(node, comm)
+        out[pid] = (owner.get(node, comm), seconds)
+    return out
+
+
+def _cpu_times(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system, reaped children included) per named process tree; other processes by name."""
+    out: dict[str, float] = {}
+    for name, seconds in _process_cpu(roots, slice(11, 15)).values():
         out[name] = out.get(name, 0.0) + seconds
     return out
+
+
+class CpuSampler:
+    """CPU seconds per named process tree, counting processes that exit between two readings.
+
+    :func:`_cpu_times` reads the live processes only: a process that exits
+    (a Spark executor's Python worker, an executor) takes its CPU with it
+    unless its parent waits for it, so the CPU of a tree between two
+    readings can even come out negative. A thread here reads every
+    process's own user + system time every ``every`` seconds and keeps the
+    last value of each process seen, in the tree it was first seen in (an
+    orphan adopted by init stays in its tree); :meth:`reading` adds them up,
+    so a process that exits loses at most ``every`` seconds of its CPU.
+    """
+
+    def __init__(self, roots: dict[str, int], every: float = 0.5) -> None:
+        self.roots, self.every = roots, every
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "CpuSampler":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        now = _process_cpu(self.roots, slice(11, 13))
+        with self._lock:
+            for pid, (name, seconds) in now.items():
+                self._seen[pid] = (self._seen.get(pid, (name, 0.0))[0], seconds)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every):
+            self._sample()
+
+    def reading(self) -> dict[str, float]:
+        """CPU seconds per named tree so far (every process seen, alive or not)."""
+        self._sample()
+        out: dict[str, float] = {}
+        with self._lock:
+            for name, seconds in self._seen.values():
+                out[name] = out.get(name, 0.0) + seconds
+        return out
 
 
 async def _listen(run: RateRun, port: int, query_ids: list[int], token: str, done: threading.Event,

@@ -13,7 +13,9 @@ by change.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -23,13 +25,19 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from django.db import connection
+from django.db import DatabaseError, connection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kwmonitor.accounts.models import ApiToken
+from kwmonitor.dashboard.feeds import entry_id_order
+from kwmonitor.feed_client import follow
 from kwmonitor.ingest.service import Ingestor
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
@@ -43,8 +51,9 @@ from streaming.workloads import ecommerce
 from tests.browser.server import ROOT
 from tests.faults.reference import Change, by_seq, change_of, live_after, reference_changes
 
-__all__ = ["BODY", "PAUSE", "FaultStream", "fault_stream", "Evaluated", "evaluated", "followed", "feed",
-           "feed_in_process", "beat", "check_stretch", "check_feed", "history_of", "wait_until", "applied_seq",
+__all__ = ["BODY", "PAUSE", "FaultStream", "fault_stream", "compute_references", "Evaluated", "evaluated",
+           "followed", "FeedClients", "feed", "NOTHING_STORED", "feed_in_process", "beat", "check_stretch",
+           "check_feed", "history_of", "wait_until", "applied_seq",
            "wait_running", "wait_published", "wait_followed", "check_landing"]
 
 BODY, PAUSE = 60, 0.05  # bodies of 60 lines, one after the other
@@ -62,21 +71,52 @@ class FaultStream:
     env: dict[str, str]  # what daphne needs to write where the test's evaluator reads
 
 
-def fault_stream(settings, tmp_path: Path, user, schema, keywords: Sequence[str], tmax: int, ops: int) -> FaultStream:
-    """A stream with a query per keyword set, its landing, checkpoints and logs under ``tmp_path``, and ``ops``
-    E-commerce lines (seed 11)."""
+def fault_stream(settings, tmp_path: Path, user, schema, keywords: Sequence[str], tmax: int, ops: int,
+                 window_seconds: float | None = None, references: bool = True) -> FaultStream:
+    """A stream with a query per keyword set (``window_seconds`` each), its landing, checkpoints and logs under
+    ``tmp_path``, and ``ops`` E-commerce lines (seed 11); each query's reference unless ``references`` is false
+    (then :func:`compute_references` later)."""
     settings.LANDING_DIR = tmp_path / "landing"
     settings.CHECKPOINT_DIR = tmp_path / "checkpoints"
     settings.EVALUATOR_LOG_DIR = tmp_path / "log"
     stream = Stream.objects.create(name="shop", schema=schema)
     queries = [KeywordQuery.objects.create(owner=user, name=words, schema=schema, stream=stream, keywords=words,
-                                           tmax=tmax) for words in keywords]
+                                           tmax=tmax, window_seconds=window_seconds) for words in keywords]
     _, token = ApiToken.issue(user, "faults")
     lines = [json.dumps(op_to_dict(op)) for op in ecommerce.build(ops, seed=11).ops()]
-    reference_schema = Schema.from_dict(ecommerce.SCHEMA_DOC)
-    references = {q.pk: reference_changes(reference_schema, q.keywords, tmax, lines) for q in queries}
     env = {"LANDING_DIR": str(settings.LANDING_DIR), "CHECKPOINT_DIR": str(settings.CHECKPOINT_DIR)}
-    return FaultStream(stream, queries, token, lines, references, env)
+    faulty = FaultStream(stream, queries, token, lines, {}, env)
+    if references:
+        compute_references(faulty)
+    return faulty
+
+
+_lines_sent: list[str] = []  # the lines a reference process computes over (inherited by fork)
+
+
+def _reference_of(query: tuple[str, int, float | None]) -> list[Change]:
+    keywords, tmax, window_seconds = query
+    return reference_changes(Schema.from_dict(ecommerce.SCHEMA_DOC), keywords, tmax, _lines_sent, window_seconds)
+
+
+def compute_references(faulty: FaultStream, processes: int = 1) -> None:
+    """Fill ``faulty.references``: each distinct query (keywords, Tmax, window) computed once, in ``processes``
+    forked processes when more than one."""
+    global _lines_sent
+    of = {q.pk: (q.keywords, q.tmax, q.window_seconds) for q in faulty.queries}
+    distinct = sorted(set(of.values()), key=str)
+    _lines_sent = faulty.lines
+    try:
+        if processes > 1:
+            import multiprocessing
+
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+                computed = dict(zip(distinct, pool.map(_reference_of, distinct)))
+        else:
+            computed = {query: _reference_of(query) for query in distinct}
+    finally:
+        _lines_sent = []
+    faulty.references = {pk: computed[query] for pk, query in of.items()}
 
 
 @dataclass
@@ -153,20 +193,88 @@ def feed(base: str, stream, lines: list[str], tally: Counter, crashes: list[tupl
         time.sleep(pause)
 
 
-def feed_in_process(stream, lines: list[str], tally: Counter, pause: float = PAUSE) -> None:
-    """Ingest the lines in bodies, ``pause`` s apart, in order, in this process (as the ingest view does, without
-    the web server: the stream goes on while it is down)."""
+#: what the ingest view answers 503 for: nothing was stored, the body may be sent again
+NOTHING_STORED = (RedisConnectionError, RedisTimeoutError, LockError, DatabaseError)
+
+
+def feed_in_process(stream, lines: list[str], tally: Counter, pause: float = PAUSE, body: int = BODY,
+                    per_second: float | None = None,
+                    sent: Callable[[float, int, int], None] | None = None) -> None:
+    """Ingest the lines in bodies of ``body``, ``pause`` s apart (or paced at ``per_second`` lines a second, catching
+    up when behind), in order, in this process (as the ingest view does, without the web server: the stream goes
+    on while it is down). A body that fails with nothing stored (Redis or PostgreSQL away) is ingested again
+    (``tally["retried"]``); ``sent`` gets each stored body's start time (``time.monotonic``) and seqs."""
     ingestor = Ingestor(stream)
+    began = time.monotonic()
     try:
-        for start in range(0, len(lines), BODY):
-            tally["accepted"] += ingestor.ingest(lines[start:start + BODY]).accepted
-            time.sleep(pause)
+        for start in range(0, len(lines), body):
+            if per_second:
+                time.sleep(max(0.0, began + start / per_second - time.monotonic()))
+            while True:
+                at = time.monotonic()
+                try:
+                    result = ingestor.ingest(lines[start:start + body])
+                    break
+                except NOTHING_STORED:
+                    tally["retried"] += 1
+                    connection.close()
+                    time.sleep(0.3)
+            tally["accepted"] += result.accepted
+            if sent is not None and result.seqs:
+                sent(at, result.seqs[0], result.seqs[-1])
+            if not per_second:
+                time.sleep(pause)
     finally:
         connection.close()
 
 
+class FeedClients:
+    """Feed clients following queries in one event loop (a thread), from entering to leaving; each message kept
+    with when it came (``time.monotonic``). Each speaks the browser's protocol (``kwmonitor.feed_client.follow``:
+    a snapshot, then changes; on a drop, reconnect with backoff and ``?after=`` the last id it holds)."""
+
+    def __init__(self, base: str, token: str, query_ids: list[int], per_query: int, max_backoff: float) -> None:
+        self.urls = {(qid, n): f"{base.replace('http', 'ws')}/ws/queries/{qid}/"
+                     for qid in query_ids for n in range(per_query)}
+        self.token = token
+        self.max_backoff = max_backoff
+        self.messages: dict[tuple[int, int], list[tuple[float, dict]]] = {key: [] for key in self.urls}
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(),), daemon=True)
+        self._started = threading.Event()
+
+    def __enter__(self) -> "FeedClients":
+        self._thread.start()
+        assert self._started.wait(30)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
+
+    async def _run(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        tasks = [asyncio.create_task(follow(url, self.token, self._emitter(key), max_backoff=self.max_backoff))
+                 for key, url in self.urls.items()]
+        self._started.set()
+        await self._stop.wait()
+        for task in tasks:
+            task.cancel()
+        self.errors = [r for r in await asyncio.gather(*tasks, return_exceptions=True)
+                       if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
+
+    def _emitter(self, key):
+        return lambda message: self.messages[key].append((time.monotonic(), message))
+
+    def holding(self, ids: dict[int, str]) -> bool:
+        """Whether every client has received its query's change ``ids[query]`` (or one after it)."""
+        return all(got and entry_id_order(got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0")
+                   >= entry_id_order(ids[qid]) for (qid, _), got in self.messages.items() if qid in ids)
+
+
 def beat(client, stop: threading.Event, errors: Counter) -> None:
-    """What beat sends while the stream runs: supervision and history rounds (a round that fails is skipped)."""
+    """What beat sends while the stream runs: supervision and history rounds (a round that fails is skipped, and
+    its database connection closed: the next round opens a new one, as a Celery task does after a crash)."""
     persister, supervisor = HistoryPersister(client), Supervisor()
     while not stop.wait(1.0):
         for name, step in (("supervise", supervisor.supervise), ("persist", persister.run)):
@@ -174,6 +282,7 @@ def beat(client, stop: threading.Event, errors: Counter) -> None:
                 step()
             except Exception:
                 errors[name] += 1
+                connection.close()
     connection.close()
 
 
@@ -240,7 +349,9 @@ def wait_followed(client, query: KeywordQuery, out: Path, timeout: float = 60) -
 
 
 def check_landing(landing_dir: Path, faulty: FaultStream, tally: Counter) -> None:
-    """Every line was accepted once and stored once, line i with seq i."""
-    stored = [split_seq(line) for line in read_landing(landing_dir / str(faulty.stream.pk))]
+    """Every line was accepted once and stored once, line i with seq i (read one line at a time: a soak's
+    millions of lines are not held twice)."""
     assert tally["accepted"] == len(faulty.lines)
-    assert stored == [(i, json.loads(line)) for i, line in enumerate(faulty.lines)]
+    stored = (split_seq(line) for line in read_landing(landing_dir / str(faulty.stream.pk)))
+    for i, (line, got) in enumerate(itertools.zip_longest(faulty.lines, stored)):
+        assert line is not None and got == (i, json.loads(line)), f"seq {i}: stored {got}, sent {line}"

@@ -16,7 +16,6 @@ must hold changes published while the server was down and after it came back.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -26,12 +25,11 @@ from collections import Counter
 import pytest
 
 from kwmonitor.dashboard.feeds import entry_id_order
-from kwmonitor.feed_client import follow
 from kwmonitor.streams.history import HistoryPersister
 from streaming import bus
 from tests.browser.server import ROOT, asgi_server
-from tests.faults.pipeline import (check_feed, evaluated, fault_stream, feed_in_process, history_of, wait_published,
-                                   wait_until)
+from tests.faults.pipeline import (FeedClients, check_feed, evaluated, fault_stream, feed_in_process, history_of,
+                                   wait_published, wait_until)
 from tests.faults.reference import by_seq
 from tests.faults.services import answers, daphne_pid
 
@@ -43,48 +41,6 @@ OPS, PAUSE = 3000, 0.25  # ~15 s of feed
 BACKOFF_MAX = 15.0  # LiveFeed's cap
 
 
-class FeedClients:
-    """Feed clients following queries in one event loop (a thread), from entering to leaving; each message kept
-    with when it came."""
-
-    def __init__(self, base: str, token: str, query_ids: list[int], per_query: int) -> None:
-        self.urls = {(qid, n): f"{base.replace('http', 'ws')}/ws/queries/{qid}/"
-                     for qid in query_ids for n in range(per_query)}
-        self.token = token
-        self.messages: dict[tuple[int, int], list[tuple[float, dict]]] = {key: [] for key in self.urls}
-        self.errors: list[BaseException] = []
-        self._thread = threading.Thread(target=asyncio.run, args=(self._run(),), daemon=True)
-        self._started = threading.Event()
-
-    def __enter__(self) -> "FeedClients":
-        self._thread.start()
-        assert self._started.wait(30)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=30)
-
-    async def _run(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        tasks = [asyncio.create_task(follow(url, self.token, self._emitter(key), max_backoff=BACKOFF_MAX))
-                 for key, url in self.urls.items()]
-        self._started.set()
-        await self._stop.wait()
-        for task in tasks:
-            task.cancel()
-        self.errors = [r for r in await asyncio.gather(*tasks, return_exceptions=True)
-                       if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
-
-    def _emitter(self, key):
-        return lambda message: self.messages[key].append((time.monotonic(), message))
-
-    def holding(self, ids: dict[int, str]) -> bool:
-        """Whether every client has received its query's change ``ids[query]`` (or one after it)."""
-        return all(got and entry_id_order(got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0")
-                   >= entry_id_order(ids[qid]) for (qid, _), got in self.messages.items())
-
-
 def test_web_server_killed_with_50_clients_every_client_resumes(user, ecommerce_schema, redis_client, redis_url,
                                                                  settings, tmp_path):
     assert "scripts/keep_up.sh .venv/bin/daphne" in (ROOT / "scripts/run.sh").read_text()
@@ -94,7 +50,7 @@ def test_web_server_killed_with_50_clients_every_client_resumes(user, ecommerce_
     tally: Counter = Counter()
     with asgi_server(redis_url, extra_env=faulty.env, under=[str(ROOT / "scripts/keep_up.sh")]) as base, \
             evaluated(client, faulty.stream) as run, \
-            FeedClients(base, faulty.token, [q.pk for q in queries], CLIENTS_PER_QUERY) as clients:
+            FeedClients(base, faulty.token, [q.pk for q in queries], CLIENTS_PER_QUERY, BACKOFF_MAX) as clients:
         port = int(base.rpartition(":")[2])
         feeder = threading.Thread(target=feed_in_process, args=(faulty.stream, faulty.lines, tally, PAUSE), daemon=True)
         wait_until(lambda: all(got for got in clients.messages.values()), 60, "every client's snapshot")
