@@ -224,7 +224,7 @@ def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, t
     bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
     restarted = GroupEvaluator(redis_client, 1)
     restarted.start()  # what Redis holds again is the whole state
-    assert restarted.applied_seq == len(LINES) - 1 and restarted.session.lines == ev.session.lines
+    assert restarted.session.applied_seq == len(LINES) - 1 and restarted.session.lines == ev.session.lines
 
 
 def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
@@ -278,7 +278,7 @@ def test_plan_changes_at_batch_boundaries(redis_client):
     ev.apply_batch(2, rows[25:])
     assert published(redis_client, 5)[1] == set() and bus.read_snapshot(redis_client, 5)[1] == []
     assert published(redis_client, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
-    assert ev.plan_version == 4
+    assert ev.session.plan_version == 4
 
 
 def test_predicates_filter_the_tuples_a_query_sees(redis_client):
@@ -302,7 +302,7 @@ def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
     ev.apply_batch(0, parsed(redis_client, bad))
     reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
     assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
-    assert ev.session.lines and ev.applied_seq == 1
+    assert ev.session.lines and ev.session.applied_seq == 1
 
 
 def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):
@@ -317,11 +317,11 @@ def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(red
     ev.start()
     selected = []
     for batch_id, start in enumerate(range(0, len(LINES), 10)):
-        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        parser = make_parser(SCHEMA, sorted(ev.session.keywords), ev.session.selection_plan())
         table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
         rows, stats = collect_ops(table)
         selected += [r.queries for r in rows if r.queries is not None]
-        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.session.plan_version)
     keep = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] >= 40
     assert published(redis_client, 8) == reference(OPS, keep=keep)
     keep_cheap = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] < 20
@@ -427,13 +427,13 @@ def test_executor_selection_routes_filter_subscriptions(redis_client):
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     for batch_id, start in enumerate(range(0, len(LINES), 10)):
-        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        parser = make_parser(SCHEMA, sorted(ev.session.keywords), ev.session.selection_plan())
         table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
         rows, stats = collect_ops(table)
-        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.session.plan_version)
     assert published(redis_client, 5) == reference(OPS)
     assert published(redis_client, 7) == filter_reference(OPS, expensive)
-    assert [r.tuples for r in ev.engine.results(7)] == [(("Product", 1),), (("Product", 3),), (("Product", 4),)]
+    assert [r.tuples for r in ev.session.engine.results(7)] == [(("Product", 1),), (("Product", 3),), (("Product", 4),)]
 
 
 def test_a_query_with_neither_keywords_nor_predicates_is_reported(redis_client):
@@ -520,7 +520,7 @@ def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_cli
         (len(OPS), "ts 1000 jumps 957 s past the stream clock 43 (at most 100 s: its max_clock_jump setting)")]
     expected, expected_live = reference(ops[:len(OPS)] + [{"op": "unknown"}] + ops[len(OPS) + 1:])
     assert published(redis_client, 5) == (expected, expected_live)
-    assert ev.event_time == 44
+    assert ev.session.event_time == 44
 
 
 def test_a_poison_op_is_a_dead_letter_with_its_reason_and_the_stream_goes_on(redis_client):
@@ -529,7 +529,7 @@ def test_a_poison_op_is_a_dead_letter_with_its_reason_and_the_stream_goes_on(red
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     ev.apply_batch(0, parsed(redis_client, LINES))
-    assert ev.applied_seq == ev.saved_seq == len(LINES) - 1 and ev.applying_seq is None and ev.progress_at is not None
+    assert ev.session.applied_seq == ev.saved_seq == len(LINES) - 1 and ev.session.applying_seq is None and ev.progress_at is not None
     poisoned = [d for d in stream_events(redis_client, DeadLetter) if d.seq == 16]
     assert [(d.reason, d.line) for d in poisoned] == [
         ("poison op, set aside: it stalled the evaluator, 2 times in a row", LINES[16])]
@@ -549,7 +549,7 @@ def test_an_error_applying_an_op_names_that_op_before_it_ends_the_process(redis_
         ev.apply_batch(0, rows[:3] + [broken] + rows[4:], guarded=True)
     failed = json.loads(redis_client.get(bus.Keys.failed_op(1)))
     assert failed == {"seq": 3, "error": f"{type(raised.value).__name__}: {raised.value}"[:500]}
-    assert ev.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
+    assert ev.session.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
 
 
 def test_a_guarded_replay_leaves_no_op_named_once_it_is_through(redis_client):

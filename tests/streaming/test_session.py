@@ -99,7 +99,7 @@ def test_plan_changes_in_memory():
     assert published(memory, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
     frozen_live = memory.live_keys(7)
     memory.plans[1] = {**plan(5), "frozen": [7]}
-    assert ev.refresh_plan() and memory.live_keys(7) == frozen_live and ev.plan_version == 5
+    assert ev.refresh_plan() and memory.live_keys(7) == frozen_live and ev.session.plan_version == 5
 
 
 def test_restarts_and_a_crash_between_persist_and_publish_in_memory():
@@ -108,7 +108,7 @@ def test_restarts_and_a_crash_between_persist_and_publish_in_memory():
     first = runner(memory)
     first.apply_batch(0, rows[:9])
     second = runner(memory)  # the process died; a new one starts from the store
-    assert second.applied_seq == 8 and second.session.lines == first.session.lines
+    assert second.session.applied_seq == 8 and second.session.lines == first.session.lines
     second.apply_batch(0, rows[6:16])  # Spark replays an uncommitted batch
     for row in rows[16:22]:  # applied and persisted, but the process dies before publishing
         if row.op is not None:

@@ -82,7 +82,7 @@ def test_a_class_moved_between_two_evaluators_mid_stream_keeps_every_change_stre
     ingest(ops[1100:])
     run(primary.pk, 200)
     run(secondary.pk, 350)
-    assert all(e.applied_seq == 1499 for e in evaluators.values())
+    assert all(e.session.applied_seq == 1499 for e in evaluators.values())
     stream.refresh_from_db()
     move = Placement.from_json(stream.placement).move
     assert move is not None and move.done and move.target == secondary.pk

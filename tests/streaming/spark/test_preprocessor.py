@@ -96,7 +96,7 @@ def test_two_evaluators_over_the_derived_stream_publish_the_raw_streams_changes_
         evaluator.start()
         run = start_query(spark, evaluator, redis_url, tmp_path / f"ck-{e}", available_now=True, max_rows=12)
         run.awaitTermination()
-        assert run.exception() is None and evaluator.applied_seq == len(lines) - 1
+        assert run.exception() is None and evaluator.session.applied_seq == len(lines) - 1
     def dead_seqs() -> list[int]:
         return sorted(e.seq for _, e in bus.read_stream_events(redis_client, 2, count=1000) if e.type == "deadletter")
 
