@@ -59,6 +59,7 @@ from .events import (
     parse_event,
 )
 from .ports import StateLost
+from .sharing.properties import EvaluatorPlan
 
 __all__ = [
     "CHANGES_MAXLEN",
@@ -81,6 +82,7 @@ __all__ = [
     "write_landing_consumers",
     "write_plan",
     "read_plan",
+    "plan_of",
     "write_heartbeat",
     "read_heartbeat",
     "read_last_heartbeat_at",
@@ -430,14 +432,18 @@ def write_landing_consumers(client: redis.Redis, stream_id: int, directory: str,
         client.sadd(key, *(Keys.evaluator_state(e) for e in evaluator_ids))
 
 
-def write_plan(client: redis.Redis, evaluator_id: int, plan: dict[str, Any]) -> None:
+def write_plan(client: redis.Redis, evaluator_id: int, plan: EvaluatorPlan) -> None:
     """Store an evaluator's plan (JSON); evaluators re-read it at each batch boundary."""
-    client.set(Keys.plan(evaluator_id), json.dumps(plan, sort_keys=True))
+    client.set(Keys.plan(evaluator_id), json.dumps(plan.model_dump(mode="json", by_alias=True), sort_keys=True))
 
 
-def read_plan(client: redis.Redis, evaluator_id: int) -> dict[str, Any] | None:
-    raw = client.get(Keys.plan(evaluator_id))
-    return None if raw is None else json.loads(raw)
+def read_plan(client: redis.Redis, evaluator_id: int) -> EvaluatorPlan | None:
+    return plan_of(client.get(Keys.plan(evaluator_id)))
+
+
+def plan_of(raw: str | bytes | None) -> EvaluatorPlan | None:
+    """The plan stored as ``raw`` (None: none)."""
+    return None if raw is None else EvaluatorPlan.model_validate_json(raw)
 
 
 def write_heartbeat(client: redis.Redis, status: EvaluatorStatus, ttl_seconds: int = 15) -> None:

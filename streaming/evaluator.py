@@ -51,6 +51,7 @@ from .parsed import ParsedOp, parse_stored_line
 from .ports import Ports, StateLost
 from .redis_ports import redis_ports
 from .session import ParseSpec, PlanChange, StreamSession, group_keywords
+from .sharing.properties import EvaluatorPlan
 from .sources import input_kind
 
 __all__ = ["ParseSpec", "group_keywords", "EvaluatorRunner", "GroupEvaluator"]
@@ -101,13 +102,13 @@ class EvaluatorRunner:
             if saved.outbox and stream_id is not None:  # values saved by a batch that died before publishing
                 self.ports.publisher.publish_values(stream_id, saved.outbox)
 
-    def refresh_plan(self, force: bool = False, raw: dict[str, Any] | None = None) -> bool:
-        """Re-read the plan (or adopt ``raw``); start, move and stop queries as it says. True if it changed."""
+    def refresh_plan(self, force: bool = False, plan: EvaluatorPlan | None = None) -> bool:
+        """Re-read the plan (or adopt ``plan``); start, move and stop queries as it says. True if it changed."""
         with self.lock:
-            raw = raw or self.ports.plans.read()
-            if raw is None:
+            plan = plan or self.ports.plans.read()
+            if plan is None:
                 return False
-            change = self.session.adopt(raw, force)
+            change = self.session.adopt(plan, force)
             if change is None:
                 return False
             self._publish_plan_change(change)
@@ -149,14 +150,14 @@ class EvaluatorRunner:
         holds.
         """
         with self.lock:
-            plan_doc = self.session.plan_doc
-            assert plan_doc is not None
+            plan = self.session.plan
+            assert plan is not None
             # what a batch wrote to the new Redis before the loss was seen goes: its published seqs would
             # hold back every change of the replay
             self.ports.publisher.forget(self.session.queries)
             self.ports.state.clear()
             self.session.reset()
-            self.refresh_plan(force=True, raw=plan_doc)
+            self.refresh_plan(force=True, plan=plan)
             for i in range(0, len(lines), _REPLAY_CHUNK):
                 schema = self.session.schema
                 assert schema is not None

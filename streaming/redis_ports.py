@@ -21,6 +21,7 @@ from . import bus
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
 from .session import Change, SavedState, StateWrite
+from .sharing.properties import EvaluatorPlan
 
 __all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
 
@@ -131,10 +132,15 @@ class RedisPlanSource:
 
     def __init__(self, client: redis.Redis, evaluator_id: int):
         self.client = client
-        self.evaluator_id = evaluator_id
+        self.key = bus.Keys.plan(evaluator_id)
+        self._raw: str | None = None  # the plan last read, as stored: validated again only when it changes
+        self._plan: EvaluatorPlan | None = None
 
-    def read(self) -> dict[str, Any] | None:
-        return bus.read_plan(self.client, self.evaluator_id)
+    def read(self) -> EvaluatorPlan | None:
+        raw = self.client.get(self.key)
+        if raw != self._raw:
+            self._raw, self._plan = raw, bus.plan_of(raw)
+        return self._plan
 
     def poison(self, stream_id: int) -> dict[int, str]:
         return {int(seq): reason for seq, reason in self.client.hgetall(bus.Keys.stream_poison(stream_id)).items()}

@@ -443,7 +443,7 @@ class Supervisor:
         if evaluator.role in ("preprocessor", "capture"):
             evaluator = evaluator.stream.evaluator
         plan = bus.read_plan(redis_client(), evaluator.pk)
-        if plan is None or plan.get("version") != evaluator.plan_version:
+        if plan is None or plan.version != evaluator.plan_version:
             publish_plan(evaluator.stream_id)
             evaluator.refresh_from_db(fields=["plan_version"])
 

@@ -100,10 +100,10 @@ class CaptureProcess:
             print(f"progress: {exc!r}", file=sys.stderr)
 
     def _plan(self) -> EvaluatorPlan | None:
-        while (doc := bus.read_plan(self.client, self.args.plan_evaluator)) is None:
+        while (plan := bus.read_plan(self.client, self.args.plan_evaluator)) is None:
             if self.stopping.wait(1.0):
                 return None
-        return EvaluatorPlan.model_validate(doc)
+        return plan
 
     def _on_signal(self, _signum: int, _frame: object) -> None:
         self.stopping.set()

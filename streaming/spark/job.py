@@ -262,7 +262,8 @@ def catch_up_archived(evaluator: GroupEvaluator) -> int:
     if plan is None or schema is None:
         return 0
     source = plan.stream.source
-    return _apply_outside_the_query(evaluator, source, input_kind(source).catch_up(source, evaluator.session.applied_seq))
+    lines = input_kind(source).catch_up(source, evaluator.session.applied_seq)
+    return _apply_outside_the_query(evaluator, source, lines)
 
 
 def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], lines: list[str]) -> int:

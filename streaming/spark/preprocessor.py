@@ -89,10 +89,10 @@ class PreprocessHandler:
 
     def plan(self) -> EvaluatorPlan:
         """The plan the needs are merged from (the stream's primary evaluator's)."""
-        doc = bus.read_plan(self.client, self.plan_evaluator)
-        if doc is None:
+        plan = bus.read_plan(self.client, self.plan_evaluator)
+        if plan is None:
             raise RuntimeError(f"evaluator {self.plan_evaluator} has no plan in Redis")
-        return EvaluatorPlan.model_validate(doc)
+        return plan
 
     def __call__(self, frame: DataFrame, _batch_id: int) -> None:
         started = time.perf_counter()

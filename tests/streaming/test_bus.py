@@ -15,6 +15,7 @@ from streaming.events import (
     parse_event,
     result_key,
 )
+from streaming.sharing.properties import EvaluatorPlan
 
 pytestmark = pytest.mark.redis
 
@@ -85,8 +86,10 @@ def test_stream_events_plan_and_heartbeat_round_trip(client):
     bus.publish_stream_event(client, 2, metrics)
     assert [e for _, e in bus.read_stream_events(client, 2)] == [status, metrics]
     assert [e for _, e in bus.read_stream_events(client, 2, first)] == [metrics]
-    bus.write_plan(client, 4, {"version": 1, "queries": []})
-    assert bus.read_plan(client, 4) == {"version": 1, "queries": []}
+    plan = EvaluatorPlan.model_validate({"version": 1, "evaluator": 4,
+                                         "stream": {"id": 2, "name": "shop", "schema": {}, "source": {}}})
+    bus.write_plan(client, 4, plan)
+    assert bus.read_plan(client, 4) == plan
     assert bus.read_plan(client, 5) is None
     bus.write_heartbeat(client, status)
     assert bus.read_heartbeat(client, 4) == status

@@ -16,6 +16,7 @@ from streaming.parsed import parse_stored_line
 from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import landing_archive, landing_file_name, prune_archive, stamp
 from streaming.workloads.ecommerce import SCHEMA_DOC as SCHEMA
 
@@ -68,10 +69,14 @@ LINES = [stamp(i, json.dumps(op, separators=(",", ":"))) for i, op in enumerate(
 
 
 
-def plan(version, *queries):
+def plan_doc(version, *queries, **fields):
     return {"version": version, "evaluator": 1,
             "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "kw:stream:2:ops"}},
-            "queries": list(queries)}
+            "queries": list(queries), **fields}
+
+
+def plan(version, *queries, **fields):
+    return EvaluatorPlan.model_validate(plan_doc(version, *queries, **fields))
 
 
 def query(qid, keywords=("dress", "texas"), tmax=5, window=None, predicates=()):
@@ -200,7 +205,8 @@ def write_landing(directory, lines, per_file=10, archived=0):
 
 
 def landing_plan(directory, *queries):
-    return {**plan(1, *queries), "stream": {**plan(1)["stream"], "source": {"kind": "landing", "path": str(directory)}}}
+    stream = plan_doc(1)["stream"] | {"source": {"kind": "landing", "path": str(directory)}}
+    return plan(1, *queries, stream=stream)
 
 
 @pytest.mark.parametrize("cut", [9, 21])
@@ -455,7 +461,7 @@ AGGREGATES = [aggregate(1), aggregate(2, window=6, step=4), aggregate(3, aggrega
 
 
 def plan_with_aggregates(version):
-    return {**plan(version, query(5)), "aggregates": AGGREGATES}
+    return plan(version, query(5), aggregates=AGGREGATES)
 
 
 def run_plan_values():
@@ -511,8 +517,7 @@ def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_cli
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     ev.apply_batch(0, rows[:20])
-    guarded = plan(2, query(5))
-    guarded["stream"]["clock"] = {"max_jump": 100.0}
+    guarded = plan(2, query(5), stream=plan_doc(2)["stream"] | {"clock": {"max_jump": 100.0}})
     bus.write_plan(redis_client, 1, guarded)
     ev.apply_batch(1, rows[20:])
     dead = stream_events(redis_client, DeadLetter)

@@ -17,6 +17,7 @@ from streaming.parsed import parse_stored_line
 from streaming.events import DeadLetter, SubscriptionResult
 from streaming.ops import item_op
 from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import stamp
 from streaming.wxquery.run import run_subscriptions
 from streaming.wxquery.translate import compile_text
@@ -33,12 +34,13 @@ SCHEMA = MAPPING.schema("photons")
 TEXTS = {10 + i: text for i, text in enumerate(PAPER_QUERIES.values())}
 
 
-def _plan(version: int, subscriptions: dict[int, str], queries=()) -> dict:
-    return {"version": version, "evaluator": 1,
-            "stream": {"id": 4, "name": "photons", "schema": SCHEMA, "dtd": PHOTONS_DTD,
-                       "source": {"kind": "redis", "key": "kw:stream:4:ops"}},
-            "queries": list(queries),
-            "subscriptions": [{"id": sid, "text": text} for sid, text in subscriptions.items()]}
+def _plan(version: int, subscriptions: dict[int, str], queries=()) -> EvaluatorPlan:
+    return EvaluatorPlan.model_validate({
+        "version": version, "evaluator": 1,
+        "stream": {"id": 4, "name": "photons", "schema": SCHEMA, "dtd": PHOTONS_DTD,
+                   "source": {"kind": "redis", "key": "kw:stream:4:ops"}},
+        "queries": list(queries),
+        "subscriptions": [{"id": sid, "text": text} for sid, text in subscriptions.items()]})
 
 
 def _lines(document: str) -> list[str]:

@@ -11,14 +11,15 @@ from streaming.events import BatchMetrics, DeadLetter
 from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.session import StreamSession, group_keywords
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.testing import MemoryBus, memory_ports
 from tests.streaming import test_placement as placement_case
 from tests.streaming.test_evaluator import LINES, OPS, SCHEMA, landing_plan, plan, query, reference, write_landing
 
 
-def rows_of(lines, plan_doc):
+def rows_of(lines, evaluator_plan):
     schema = Schema.from_dict(SCHEMA)
-    keywords = group_keywords(plan_doc)
+    keywords = group_keywords(evaluator_plan)
     return [parse_stored_line(line, schema, keywords) for line in lines]
 
 
@@ -93,12 +94,12 @@ def test_plan_changes_in_memory():
     ev.apply_batch(1, rows[20:25])
     assert published(memory, 5)[1] == reference(OPS[:25], tmax=3)[1]
     # a removed query ends: every live result gets a remove; a disabled one keeps its results
-    memory.plans[1] = {**plan(4, query(7, keywords=("dress",), tmax=3)), "frozen": []}
+    memory.plans[1] = plan(4, query(7, keywords=("dress",), tmax=3), frozen=[])
     ev.apply_batch(2, rows[25:])
     assert published(memory, 5)[1] == set()
     assert published(memory, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
     frozen_live = memory.live_keys(7)
-    memory.plans[1] = {**plan(5), "frozen": [7]}
+    memory.plans[1] = plan(5, frozen=[7])
     assert ev.refresh_plan() and memory.live_keys(7) == frozen_live and ev.session.plan_version == 5
 
 
@@ -150,10 +151,10 @@ class MemoryPlacement(placement_case.Runner):
     def evaluator(self, e: int) -> EvaluatorRunner:
         return EvaluatorRunner(memory_ports(self.memory, e), e)
 
-    def write_plan(self, e: int, plan: dict) -> None:
+    def write_plan(self, e: int, plan: EvaluatorPlan) -> None:
         self.memory.plans[e] = plan
 
-    def plan_of(self, e: int) -> dict:
+    def plan_of(self, e: int) -> EvaluatorPlan:
         return self.memory.plans[e]
 
     def joined(self, e: int) -> dict[int, int]:
@@ -168,7 +169,7 @@ def changes_by_seq(memory: MemoryBus, qid: int) -> list[tuple[int, str, str]]:
 
 
 def test_a_class_moving_between_evaluators_in_memory_publishes_what_one_evaluator_publishes():
-    alone_bus = MemoryBus(plans={9: dict(placement_case.full_plan(), evaluator=9)})
+    alone_bus = MemoryBus(plans={9: placement_case.full_plan(evaluator=9)})
     alone = runner(alone_bus, 9)
     lines = placement_case.LINES
     for start in range(0, len(lines), 50):
