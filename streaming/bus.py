@@ -58,12 +58,12 @@ from .events import (
     Snapshot,
     parse_event,
 )
+from .evaluator_state import StateField
 from .ports import StateLost
 from .sharing.properties import EvaluatorPlan
 
 __all__ = [
     "CHANGES_MAXLEN",
-    "LOADED_FIELD",
     "StateLost",
     "EVENTS_MAXLEN",
     "Keys",
@@ -99,9 +99,6 @@ __all__ = [
 ]
 
 CHANGES_MAXLEN = 100_000
-#: The field of an evaluator's state hash written only when it loads or rebuilds its state: a hash without it
-#: was re-created by writes that reached a Redis which had lost the state (``GroupEvaluator.lost_state``).
-LOADED_FIELD = "loaded"
 EVENTS_MAXLEN = 20_000
 INGESTED_MAXLEN = 10_000
 # A snapshot's last_seq is the seq of the newest change among this many newest entries.
@@ -250,9 +247,9 @@ def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
 
 
 # KEYS: live hash, change stream, published seq, optionally the publishing evaluator's state hash (nothing is
-# published, -1, unless it holds LOADED_FIELD). ARGV: maxlen, then (kind, result key, payload, seq) quads.
-_PUBLISH = """
-if KEYS[4] and redis.call('HEXISTS', KEYS[4], 'loaded') == 0 then return -1 end
+# published, -1, unless it holds StateField.LOADED). ARGV: maxlen, then (kind, result key, payload, seq) quads.
+_PUBLISH = f"""
+if KEYS[4] and redis.call('HEXISTS', KEYS[4], '{StateField.LOADED}') == 0 then return -1 end
 local n = 0
 local top = tonumber(redis.call('GET', KEYS[3]) or '-1')
 for i = 2, #ARGV, 4 do
@@ -292,7 +289,7 @@ def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequen
     """``publish_changes`` for many queries in one round trip: per query ``(kind, result key, payload
     JSON, seq)`` quads in seq order, each query's chunk one atomic script. Returns how many changed a
     live set. With ``state_key`` (the evaluator's state hash) a chunk is published only while that hash
-    holds :data:`LOADED_FIELD`; :class:`StateLost` is raised otherwise."""
+    holds :attr:`~streaming.evaluator_state.StateField.LOADED`; :class:`StateLost` is raised otherwise."""
     script = client.register_script(_PUBLISH)
     try:
         return _publish_pipelined(client, script, changes, chunk, state_key)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 
-import orjson
 from django.db import connection, transaction
 from django.db.models import F
 
 from streaming import bus
+from streaming.evaluator_state import StateField, decode_joined
 from streaming.placement import Move, Placement, evaluator_plans, handoff_complete, place, unit_costs, units_of
 from streaming.schema import Schema
+from streaming.seqs import applied_seq_of
 from streaming.sharing.properties import EvaluatorPlan, QuerySource
 
 from .connection import redis_client
@@ -128,9 +129,8 @@ def advance_placement(stream_id: int) -> str:
     client = redis_client()
     move = current.move
     if current.moving and move is not None:
-        target = client.hget(bus.Keys.evaluator_state(move.target), "joined")
-        joined = {int(q): s for q, s in orjson.loads(target).items()} if target else {}
-        source_applied = int(client.hget(bus.Keys.evaluator_state(move.source), "seq") or -1)
+        joined = decode_joined(client.hget(bus.Keys.evaluator_state(move.target), StateField.JOINED))
+        source_applied = applied_seq_of(client, bus.Keys.evaluator_state(move.source))
         if not handoff_complete(move, joined, source_applied):
             return ""
         done = Placement(current.assignment | {q: move.target for q in move.queries},

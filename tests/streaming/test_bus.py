@@ -15,6 +15,7 @@ from streaming.events import (
     parse_event,
     result_key,
 )
+from streaming.evaluator_state import StateField
 from streaming.sharing.properties import EvaluatorPlan
 
 pytestmark = pytest.mark.redis
@@ -133,7 +134,7 @@ def test_changes_are_published_only_while_redis_holds_the_evaluators_loaded_stat
     with pytest.raises(bus.StateLost):
         bus.publish_serialized_changes(redis_client, quads, state_key=state)
     assert redis_client.xlen(bus.Keys.changes(7)) == 0 and not redis_client.exists(bus.Keys.published_seq(7))
-    redis_client.hset(state, bus.LOADED_FIELD, 1)
+    redis_client.hset(state, StateField.LOADED, 1)
     assert bus.publish_serialized_changes(redis_client, quads, state_key=state) == 1
 
 
