@@ -57,6 +57,7 @@ def main() -> None:
     from streaming.session import StreamSession
     from streaming.parsed import parse_stored_line
     from streaming.schema import Schema
+    from streaming.sharing.properties import EvaluatorPlan
     from streaming.sources import stamp
     from streaming.spark.parse import collect_ops, make_parser
 
@@ -74,8 +75,9 @@ def main() -> None:
         many = {"pool": args.keyword_sets, "skew": 0.0, "word_skew": 1.0} if args.keyword_sets else {}
         queries = random_queries(profile, args.random_queries, seed=7, windows=(1800.0, 3600.0, 7200.0), filters=0,
                                  **many)
-    plan = {"version": 1, "evaluator": 1, "queries": queries,
-            "stream": {"id": 1, "name": "shop", "schema": schema_doc, "source": {"kind": "redis", "key": "bench"}}}
+    plan = EvaluatorPlan.model_validate({
+        "version": 1, "evaluator": 1, "queries": queries,
+        "stream": {"id": 1, "name": "shop", "schema": schema_doc, "source": {"kind": "redis", "key": "bench"}}})
     keywords = group_keywords(plan)
 
     timed = lines[args.ops:]

@@ -60,11 +60,12 @@ from .events import (
     Snapshot,
     parse_event,
 )
+from .evaluator_state import StateField
 from .ports import StateLost
+from .sharing.properties import EvaluatorPlan
 
 __all__ = [
     "CHANGES_MAXLEN",
-    "LOADED_FIELD",
     "StateLost",
     "EVENTS_MAXLEN",
     "Keys",
@@ -83,6 +84,7 @@ __all__ = [
     "write_landing_consumers",
     "write_plan",
     "read_plan",
+    "plan_of",
     "write_heartbeat",
     "read_heartbeat",
     "read_last_heartbeat_at",
@@ -99,9 +101,6 @@ __all__ = [
 ]
 
 CHANGES_MAXLEN = 100_000
-#: The field of an evaluator's state hash written only when it loads or rebuilds its state: a hash without it
-#: was re-created by writes that reached a Redis which had lost the state (``GroupEvaluator.lost_state``).
-LOADED_FIELD = "loaded"
 EVENTS_MAXLEN = 20_000
 INGESTED_MAXLEN = 10_000
 # A snapshot's last_seq is the seq of the newest change among this many newest entries.
@@ -261,9 +260,9 @@ def connect(url: str, retry_seconds: float = 0.0) -> redis.Redis:
 
 
 # KEYS: live hash, change stream, published seq, optionally the publishing evaluator's state hash (nothing is
-# published, -1, unless it holds LOADED_FIELD). ARGV: maxlen, then (kind, result key, payload, seq) quads.
-_PUBLISH = """
-if KEYS[4] and redis.call('HEXISTS', KEYS[4], 'loaded') == 0 then return -1 end
+# published, -1, unless it holds StateField.LOADED). ARGV: maxlen, then (kind, result key, payload, seq) quads.
+_PUBLISH = f"""
+if KEYS[4] and redis.call('HEXISTS', KEYS[4], '{StateField.LOADED}') == 0 then return -1 end
 local n = 0
 local top = tonumber(redis.call('GET', KEYS[3]) or '-1')
 for i = 2, #ARGV, 4 do
@@ -303,7 +302,7 @@ def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequen
     """``publish_changes`` for many queries in one round trip: per query ``(kind, result key, payload
     JSON, seq)`` quads in seq order, each query's chunk one atomic script. Returns how many changed a
     live set. With ``state_key`` (the evaluator's state hash) a chunk is published only while that hash
-    holds :data:`LOADED_FIELD`; :class:`StateLost` is raised otherwise."""
+    holds :attr:`~streaming.evaluator_state.StateField.LOADED`; :class:`StateLost` is raised otherwise."""
     script = client.register_script(_PUBLISH)
     try:
         return _publish_pipelined(client, script, changes, chunk, state_key)
@@ -443,14 +442,18 @@ def write_landing_consumers(client: redis.Redis, stream_id: int, directory: str,
         client.sadd(key, *(Keys.evaluator_state(e) for e in evaluator_ids))
 
 
-def write_plan(client: redis.Redis, evaluator_id: int, plan: dict[str, Any]) -> None:
+def write_plan(client: redis.Redis, evaluator_id: int, plan: EvaluatorPlan) -> None:
     """Store an evaluator's plan (JSON); evaluators re-read it at each batch boundary."""
-    client.set(Keys.plan(evaluator_id), json.dumps(plan, sort_keys=True))
+    client.set(Keys.plan(evaluator_id), json.dumps(plan.model_dump(mode="json", by_alias=True), sort_keys=True))
 
 
-def read_plan(client: redis.Redis, evaluator_id: int) -> dict[str, Any] | None:
-    raw = client.get(Keys.plan(evaluator_id))
-    return None if raw is None else json.loads(raw)
+def read_plan(client: redis.Redis, evaluator_id: int) -> EvaluatorPlan | None:
+    return plan_of(client.get(Keys.plan(evaluator_id)))
+
+
+def plan_of(raw: str | bytes | None) -> EvaluatorPlan | None:
+    """The plan stored as ``raw`` (None: none)."""
+    return None if raw is None else EvaluatorPlan.model_validate_json(raw)
 
 
 def write_heartbeat(client: redis.Redis, status: EvaluatorStatus, ttl_seconds: int = 15) -> None:

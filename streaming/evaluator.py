@@ -50,9 +50,7 @@ from .events import AggregateValue, BatchMetrics, SharingReport
 from .parsed import ParsedOp, parse_stored_line
 from .ports import Ports, StateLost
 from .redis_ports import redis_ports
-from .schema import Schema
 from .session import ParseSpec, PlanChange, StreamSession, group_keywords
-from .sharing.engine import SharedEngine
 from .sharing.properties import EvaluatorPlan
 from .sources import input_kind
 
@@ -90,59 +88,6 @@ class EvaluatorRunner:
         self.progress_at: float | None = None
         self._reported = 0.0
 
-    # ----------------------------------------------------------- the session, as the driver reads it
-
-    @property
-    def plan(self) -> EvaluatorPlan | None:
-        return self.session.plan
-
-    @property
-    def plan_version(self) -> int:
-        return self.session.plan_version
-
-    @property
-    def keywords(self) -> frozenset[str]:
-        return self.session.keywords
-
-    @property
-    def schema(self) -> Schema | None:
-        return self.session.schema
-
-    @property
-    def stream_id(self) -> int | None:
-        return self.session.stream_id
-
-    @property
-    def engine(self) -> SharedEngine | None:
-        return self.session.engine
-
-    @property
-    def parse_spec(self) -> ParseSpec | None:
-        return self.session.parse_spec
-
-    @property
-    def event_time(self) -> float | None:
-        return self.session.event_time
-
-    @property
-    def applied_seq(self) -> int:
-        return self.session.applied_seq
-
-    @property
-    def applying_seq(self) -> int | None:
-        """The op being applied now (None between batches; read by the heartbeat without the lock)."""
-        return self.session.applying_seq
-
-    @property
-    def query_errors(self) -> dict[int, str]:
-        return self.session.query_errors
-
-    def selection_plan(self) -> dict[str, Any]:
-        return self.session.selection_plan()
-
-    def state(self, class_evaluations: int = 0) -> dict[str, dict[str, Any]]:
-        return self.session.state(class_evaluations)
-
     # ----------------------------------------------------------- plan and state
 
     def start(self) -> None:
@@ -153,16 +98,17 @@ class EvaluatorRunner:
             self.session.restore(saved)
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
-            if saved.outbox and self.stream_id is not None:  # values saved by a batch that died before publishing
-                self.ports.publisher.publish_values(self.stream_id, saved.outbox)
+            stream_id = self.session.stream_id
+            if saved.outbox and stream_id is not None:  # values saved by a batch that died before publishing
+                self.ports.publisher.publish_values(stream_id, saved.outbox)
 
-    def refresh_plan(self, force: bool = False, raw: dict[str, Any] | None = None) -> bool:
-        """Re-read the plan (or adopt ``raw``); start, move and stop queries as it says. True if it changed."""
+    def refresh_plan(self, force: bool = False, plan: EvaluatorPlan | None = None) -> bool:
+        """Re-read the plan (or adopt ``plan``); start, move and stop queries as it says. True if it changed."""
         with self.lock:
-            raw = raw or self.ports.plans.read()
-            if raw is None:
+            plan = plan or self.ports.plans.read()
+            if plan is None:
                 return False
-            change = self.session.adopt(raw, force)
+            change = self.session.adopt(plan, force)
             if change is None:
                 return False
             self._publish_plan_change(change)
@@ -204,25 +150,27 @@ class EvaluatorRunner:
         holds.
         """
         with self.lock:
-            plan_doc = self.session.plan_doc
-            assert plan_doc is not None
+            plan = self.session.plan
+            assert plan is not None
             # what a batch wrote to the new Redis before the loss was seen goes: its published seqs would
             # hold back every change of the replay
             self.ports.publisher.forget(self.session.queries)
             self.ports.state.clear()
             self.session.reset()
-            self.refresh_plan(force=True, raw=plan_doc)
+            self.refresh_plan(force=True, plan=plan)
             for i in range(0, len(lines), _REPLAY_CHUNK):
-                assert self.schema is not None
-                self.apply_batch(-1, [parse_stored_line(line, self.schema, self.keywords)
+                schema = self.session.schema
+                assert schema is not None
+                self.apply_batch(-1, [parse_stored_line(line, schema, self.session.keywords)
                                       for line in lines[i:i + _REPLAY_CHUNK]])
             return len(lines)
 
     def _rebuild_from_landing(self) -> None:
         """The store lost this evaluator's state: rebuild it from every stored op it had applied."""
-        assert self.plan is not None
-        source = self.plan.stream.source
-        lines = input_kind(source).replay(source, self.evaluator_id, self.applied_seq)
+        plan = self.session.plan
+        assert plan is not None
+        source = plan.stream.source
+        lines = input_kind(source).replay(source, self.evaluator_id, self.session.applied_seq)
         if lines is None:
             raise RuntimeError(f"evaluator {self.evaluator_id}: Redis lost its state and its source "
                                f"({source.get('kind')}) cannot be read again from the first op")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from .schema import Schema
-from .sharing.properties import EvaluatorPlan, QueryEntry, query_properties
+from .sharing.properties import EvaluatorPlan, Handoff, QueryEntry, QuerySource, RelationSource, query_properties
 
 __all__ = ["Unit", "Move", "Placement", "units_of", "unit_costs", "place", "handoff_complete",
            "evaluator_plans"]
@@ -204,8 +204,8 @@ def handoff_complete(move: Move, joined: Mapping[int, int], source_applied: int)
     return all(q in joined for q in move.queries) and source_applied >= max(joined[q] for q in move.queries)
 
 
-def evaluator_plans(full: Mapping[str, Any], evaluators: Sequence[int], placement: Placement,
-                    versions: Mapping[int, int]) -> dict[int, dict[str, Any]]:
+def evaluator_plans(full: EvaluatorPlan, evaluators: Sequence[int], placement: Placement,
+                    versions: Mapping[int, int]) -> dict[int, EvaluatorPlan]:
     """Each evaluator's plan from the stream's whole plan (``full``: every query, aggregate and
     subscription, as ``build_plan`` makes it for the primary, ``evaluators[0]``).
 
@@ -220,24 +220,22 @@ def evaluator_plans(full: Mapping[str, Any], evaluators: Sequence[int], placemen
     moving = set(move.queries) if move is not None else set()
     plans = {}
     for e in evaluators:
-        mine: list[dict[str, Any]] = []
-        others: list[dict[str, Any]] = []
-        for q in full["queries"]:
-            home = placement.assignment.get(q["id"], primary)
+        mine: list[QueryEntry] = []
+        others: list[QueryEntry] = []
+        for q in full.queries:
+            home = placement.assignment.get(q.id, primary)
             if home not in evaluators:
                 home = primary
-            runs_here = home == e or (move is not None and not move.done and q["id"] in moving and move.target == e)
+            runs_here = home == e or (move is not None and not move.done and q.id in moving and move.target == e)
             (mine if runs_here else others).append(q)
-        ids = {q["id"] for q in mine}
-        aggregates = [a for a in full.get("aggregates", [])
-                      if (a["source"].get("query") in ids) or ("relation" in a["source"] and e == primary)]
-        handoff = {"joining": [], "leaving": []}
-        if move is not None and move.target == e and not move.done:
-            handoff["joining"] = sorted(moving & ids)
-        if move is not None and move.source == e and move.done:
-            handoff["leaving"] = sorted(moving - ids)
-        plan = dict(full, version=versions[e], evaluator=e, queries=mine, others=others, aggregates=aggregates,
-                    subscriptions=full.get("subscriptions", []) if e == primary else [], primary=e == primary,
-                    handoff=handoff)
-        plans[e] = EvaluatorPlan.model_validate(plan).model_dump(mode="json", by_alias=True)
+        ids = {q.id for q in mine}
+        aggregates = [a for a in full.aggregates
+                      if (isinstance(a.source, QuerySource) and a.source.query in ids)
+                      or (isinstance(a.source, RelationSource) and e == primary)]
+        joining = sorted(moving & ids) if move is not None and move.target == e and not move.done else []
+        leaving = sorted(moving - ids) if move is not None and move.source == e and move.done else []
+        plans[e] = EvaluatorPlan(version=versions[e], evaluator=e, stream=full.stream, queries=mine, others=others,
+                                 aggregates=aggregates, subscriptions=full.subscriptions if e == primary else [],
+                                 narrow=full.narrow, primary=e == primary,
+                                 handoff=Handoff(joining=joining, leaving=leaving), frozen=full.frozen)
     return plans

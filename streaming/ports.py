@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 if TYPE_CHECKING:  # the bus raises StateLost and imports this module: it must not load the engine
     from .events import AggregateValue, ResultView, SubscriptionResult
     from .session import Change, SavedState, StateWrite
+    from .sharing.properties import EvaluatorPlan
 
 __all__ = ["StateLost", "StateStore", "Publisher", "PlanSource", "Ports"]
 
@@ -77,7 +78,7 @@ class Publisher(Protocol):
 class PlanSource(Protocol):
     """What the web tier and the supervisor say: the evaluator's plan and the stream's poison ops."""
 
-    def read(self) -> dict[str, Any] | None:
+    def read(self) -> EvaluatorPlan | None:
         """The plan as written (None: none yet)."""
 
     def poison(self, stream_id: int) -> dict[int, str]:

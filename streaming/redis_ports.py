@@ -1,13 +1,8 @@
 """The Redis adapters of an evaluator's ports (``streaming.ports``), over the bus's keys and scripts.
 
 The state of evaluator ``E`` is the hash ``bus.Keys.evaluator_state(E)``
-(``seq``, ``clock``, ``aggregates``, ``joined``, ``outbox`` and
-:data:`~streaming.bus.LOADED_FIELD`, written only when the evaluator loads or
-rebuilds its state: a batch whose writes a Redis client retried on an empty
-Redis re-creates the hash, not this field) and its stored tuples the hash
-``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> ``[seq, ts, values]`` JSON, the
-:data:`~streaming.session.StoredTuple`; a hash saved before these records holds the stored line instead,
-read as one).
+from .session import Change, SavedState, StateWrite, StoredTuple
+from .sharing.properties import EvaluatorPlan
 Changes are published only while that state holds the field
 (:func:`~streaming.bus.publish_serialized_changes`).
 """
@@ -20,9 +15,11 @@ import orjson
 import redis
 
 from . import bus
+from .evaluator_state import StateField, decode_joined
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
 from .session import Change, SavedState, StateWrite, StoredTuple
+from .sharing.properties import EvaluatorPlan
 
 __all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
 
@@ -50,19 +47,20 @@ class RedisStateStore:
     def load(self) -> SavedState:
         state = self.client.hgetall(self.state_key)
         stored = self.client.hgetall(self.tuples_key)
-        self.client.hset(self.state_key, bus.LOADED_FIELD, 1)
+        self.client.hset(self.state_key, StateField.LOADED, 1)
+        clock, aggregates, outbox = (state.get(StateField.CLOCK), state.get(StateField.AGGREGATES),
+                                     state.get(StateField.OUTBOX))
         return SavedState(
-            seq=int(state.get("seq", -1)),
-            clock=float(state["clock"]) if state.get("clock") else None,
-            aggregates=orjson.loads(state["aggregates"]) if state.get("aggregates") else {},
-            joined={int(q): seq for q, seq in orjson.loads(state["joined"]).items()} if state.get("joined") else {},
-            outbox=[AggregateValue.model_validate(v) for v in orjson.loads(state["outbox"])]
-            if state.get("outbox") else [],
+            seq=int(state.get(StateField.SEQ, -1)),
+            clock=float(clock) if clock else None,
+            aggregates=orjson.loads(aggregates) if aggregates else {},
+            joined=decode_joined(state.get(StateField.JOINED)),
+            outbox=[AggregateValue.model_validate(v) for v in orjson.loads(outbox)] if outbox else [],
             tuples={tuple(orjson.loads(field)): _stored_tuple(raw) for field, raw in stored.items()},  # type: ignore[misc]
         )
 
     def lost(self) -> bool:
-        return not self.client.hexists(self.state_key, bus.LOADED_FIELD)
+        return not self.client.hexists(self.state_key, StateField.LOADED)
 
     def save(self, write: StateWrite) -> None:
         """The changed tuples, the applied seq, the outbox, the aggregate windows and the clock in one MULTI."""
@@ -74,22 +72,22 @@ class RedisStateStore:
                 pipe.hset(self.tuples_key, mapping=live)
             if gone:
                 pipe.hdel(self.tuples_key, *gone)
-            state: dict[str, Any] = {"seq": write.seq,
-                                     "outbox": orjson.dumps([v.model_dump() for v in write.outbox]).decode()}
+            state: dict[str, Any] = {StateField.SEQ: write.seq,
+                                     StateField.OUTBOX: orjson.dumps([v.model_dump() for v in write.outbox]).decode()}
             if write.aggregates is not None:
-                state["aggregates"] = orjson.dumps(write.aggregates).decode()
+                state[StateField.AGGREGATES] = orjson.dumps(write.aggregates).decode()
             if write.clock is not None:
-                state["clock"] = repr(write.clock)
+                state[StateField.CLOCK] = repr(write.clock)
             pipe.hset(self.state_key, mapping=state)
             pipe.execute()
 
     def save_joined(self, joined: Mapping[int, int]) -> None:
-        self.client.hset(self.state_key, "joined", orjson.dumps(dict(joined), option=orjson.OPT_NON_STR_KEYS))
+        self.client.hset(self.state_key, StateField.JOINED, orjson.dumps(dict(joined), option=orjson.OPT_NON_STR_KEYS))
 
     def clear(self) -> None:
         with self.client.pipeline(transaction=True) as pipe:
             pipe.delete(self.tuples_key, self.state_key)
-            pipe.hset(self.state_key, bus.LOADED_FIELD, 1)
+            pipe.hset(self.state_key, StateField.LOADED, 1)
             pipe.execute()
 
     def note_failed(self, seq: int | None, error: str) -> None:
@@ -142,10 +140,15 @@ class RedisPlanSource:
 
     def __init__(self, client: redis.Redis, evaluator_id: int):
         self.client = client
-        self.evaluator_id = evaluator_id
+        self.key = bus.Keys.plan(evaluator_id)
+        self._raw: str | None = None  # the plan last read, as stored: validated again only when it changes
+        self._plan: EvaluatorPlan | None = None
 
-    def read(self) -> dict[str, Any] | None:
-        return bus.read_plan(self.client, self.evaluator_id)
+    def read(self) -> EvaluatorPlan | None:
+        raw = self.client.get(self.key)
+        if raw != self._raw:
+            self._raw, self._plan = raw, bus.plan_of(raw)
+        return self._plan
 
     def poison(self, stream_id: int) -> dict[int, str]:
         return {int(seq): reason for seq, reason in self.client.hgetall(bus.Keys.stream_poison(stream_id)).items()}

@@ -16,6 +16,7 @@ import orjson
 import redis
 
 from .bus import Keys
+from .evaluator_state import StateField
 
 __all__ = ["SourceError", "stamp", "split_seq", "line_seq", "applied_seq_of", "assigned_seq"]
 
@@ -63,7 +64,7 @@ def line_seq(line: str) -> int:
 
 def applied_seq_of(client: redis.Redis, state_key: str) -> int:
     """The last seq an evaluator applied and persisted (-1: none)."""
-    value = client.hget(state_key, "seq")
+    value = client.hget(state_key, StateField.SEQ)
     return int(value) if value is not None else -1
 
 

@@ -208,12 +208,10 @@ class ResultViews:
         return made
 
 
-def group_keywords(plan: dict[str, Any] | EvaluatorPlan | None) -> frozenset[str]:
+def group_keywords(plan: EvaluatorPlan | None) -> frozenset[str]:
     """Every keyword of every query of a plan (what executors classify tuples against)."""
     if plan is None:
         return frozenset()
-    if isinstance(plan, dict):
-        return frozenset(k.casefold() for q in plan.get("queries", []) for k in q["keywords"])
     return frozenset(k.casefold() for q in plan.queries for k in q.keywords)
 
 
@@ -231,14 +229,13 @@ class StreamSession:
         self.clock = clock
         self.asc = (asc_sequence, asc_period, asc_mu)
         self.plan: EvaluatorPlan | None = None
-        self.plan_doc: dict[str, Any] | None = None  # the plan as read, to adopt again after a rebuild
         # replaced whole (never mutated), so the Spark driver thread reads it without the runner's lock
         self.parse_spec: ParseSpec | None = None
         self.applying_seq: int | None = None  # the op being applied (or the one that raised), else None
         self.reset()
 
     def reset(self) -> None:
-        """Forget everything but the plan document: an empty engine, no tuples, nothing applied."""
+        """Forget everything but the plan: an empty engine, no tuples, nothing applied."""
         self.schema: Schema | None = None
         self.stream_id: int | None = None
         self.engine: SharedEngine | None = None
@@ -284,11 +281,10 @@ class StreamSession:
         self.joined = dict(saved.joined)
         self.stored = dict(saved.tuples)
 
-    def adopt(self, raw: dict[str, Any], force: bool = False) -> PlanChange | None:
-        """Adopt a plan (as read); start, move and stop queries as it says. None if it is the one adopted."""
-        if not force and self.plan is not None and raw["version"] == self.plan.version:
+    def adopt(self, plan: EvaluatorPlan, force: bool = False) -> PlanChange | None:
+        """Adopt a plan; start, move and stop queries as it says. None if it is the one adopted."""
+        if not force and self.plan is not None and plan.version == self.plan.version:
             return None
-        plan = EvaluatorPlan.model_validate(raw)
         schema = Schema.from_dict(plan.stream.schema_)
         previous = set(self.queries)
         fresh = self.engine is None or self.schema is None or self.schema.to_dict() != schema.to_dict()
@@ -296,7 +292,7 @@ class StreamSession:
             self._new_engine(schema)
         assert self.engine is not None
         self.engine.set_guard(plan.stream.clock)
-        self.plan, self.plan_doc = plan, raw
+        self.plan = plan
         self.stream_id = plan.stream.id
         queries, others, aggregates, self.query_errors, self.aggregate_errors = plan_properties(plan, schema)
         by_id = {q.id: q for q in queries}

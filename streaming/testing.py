@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .events import AggregateValue, ResultAdded, ResultRemoved, ResultView, SubscriptionResult, parse_event
 from .ports import Ports, StateLost
 from .session import Change, SavedState, StateWrite
+from .sharing.properties import EvaluatorPlan
 
 __all__ = ["MemoryStateStore", "MemoryBus", "MemoryPublisher", "MemoryPlanSource", "memory_ports"]
 
@@ -78,7 +79,7 @@ class MemoryStateStore:
 class MemoryBus:
     """What Redis holds for a stream's evaluators, in memory."""
 
-    plans: dict[int, dict[str, Any]] = field(default_factory=dict)  # evaluator -> plan document
+    plans: dict[int, EvaluatorPlan] = field(default_factory=dict)  # evaluator -> its plan
     poison: dict[int, dict[int, str]] = field(default_factory=dict)  # stream -> seq -> reason
     states: dict[int, MemoryStateStore] = field(default_factory=dict)  # evaluator -> its store
     live: dict[int, dict[str, str]] = field(default_factory=dict)  # query -> result key -> add payload
@@ -188,9 +189,8 @@ class MemoryPlanSource:
         self.bus = bus
         self.evaluator_id = evaluator_id
 
-    def read(self) -> dict[str, Any] | None:
-        plan = self.bus.plans.get(self.evaluator_id)
-        return copy.deepcopy(plan) if plan is not None else None
+    def read(self) -> EvaluatorPlan | None:
+        return self.bus.plans.get(self.evaluator_id)
 
     def poison(self, stream_id: int) -> dict[int, str]:
         return dict(self.bus.poison.get(stream_id, {}))

@@ -11,6 +11,7 @@ import redis
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams.models import Evaluator, Stream
 from streaming import bus
+from streaming.evaluator_state import StateField
 from streaming.events import BatchMetrics, EvaluatorStatus
 from streaming.placement import Placement, units_of
 from streaming.schema import Schema
@@ -60,7 +61,7 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
         for e in rows:
             pipe.get(bus.Keys.heartbeat(e.pk))
             pipe.get(bus.Keys.last_heartbeat(e.pk))
-            pipe.hmget(bus.Keys.evaluator_state(e.pk), "seq", "batch_ms", "rows_per_second")
+            pipe.hmget(bus.Keys.evaluator_state(e.pk), StateField.SEQ, StateField.BATCH_MS, StateField.ROWS_PER_SECOND)
         pipe.get(bus.Keys.stream_seq(stream.pk))
         replies = pipe.execute()
     ingested = int(replies[-1]) - 1 if replies[-1] else -1

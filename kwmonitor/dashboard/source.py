@@ -25,7 +25,7 @@ from kwmonitor.streams.connection import redis_client
 from kwmonitor.streams.models import Evaluator, Stream
 from kwmonitor.streams.postgres import read_slot_report
 from streaming import bus
-from streaming.capture.process import PROGRESS_FIELD
+from streaming.evaluator_state import StateField
 from streaming.events import EvaluatorStatus
 
 from .access import visible_streams
@@ -47,7 +47,7 @@ def source_panel(stream: Stream) -> dict[str, Any] | None:
     try:
         client = redis_client()
         raw_beat = client.get(bus.Keys.heartbeat(capture.pk)) if capture else None
-        raw_progress = client.hget(bus.Keys.evaluator_state(capture.pk), PROGRESS_FIELD) if capture else None
+        raw_progress = client.hget(bus.Keys.evaluator_state(capture.pk), StateField.CAPTURE) if capture else None
         slot = read_slot_report(client, stream.pk)
     except redis.RedisError as exc:
         return {**panel, "error": f"the bus (Redis) does not answer: {exc}"}

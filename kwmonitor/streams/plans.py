@@ -12,16 +12,16 @@ ended by :func:`advance_placement`, which the supervision round calls).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import orjson
 from django.db import connection, transaction
 from django.db.models import F
 
 from streaming import bus
+from streaming.evaluator_state import StateField, decode_joined
 from streaming.placement import Move, Placement, evaluator_plans, handoff_complete, place, unit_costs, units_of
 from streaming.schema import Schema
-from streaming.sharing.properties import EvaluatorPlan, QueryEntry
+from streaming.seqs import applied_seq_of
+from streaming.sharing.properties import EvaluatorPlan, QuerySource
 
 from .connection import redis_client
 from .models import Evaluator, Stream
@@ -31,8 +31,8 @@ __all__ = ["build_plan", "publish_plan", "publish_plan_on_commit", "request_narr
 log = logging.getLogger(__name__)
 
 
-def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
-    """The evaluator's plan (checked against :class:`~streaming.sharing.properties.EvaluatorPlan`).
+def build_plan(evaluator: Evaluator, version: int) -> EvaluatorPlan:
+    """The evaluator's plan.
 
     Queries come in id order (the registration order of sharing); an
     aggregate subscription whose source query is disabled is left out. The
@@ -47,7 +47,7 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
     aggregates = [a for a in stream.aggregates.filter(enabled=True).order_by("id")
                   if a.source_query_id is None or a.source_query_id in enabled]
     subscriptions = list(stream.wxquery_subscriptions.filter(enabled=True).order_by("id")) if stream.is_xml else []
-    plan = EvaluatorPlan.model_validate({
+    return EvaluatorPlan.model_validate({
         "version": version,
         "evaluator": evaluator.pk,
         "stream": {
@@ -64,7 +64,6 @@ def build_plan(evaluator: Evaluator, version: int) -> dict[str, Any]:
         "narrow": stream.narrow_requests,
         "frozen": list(stream.queries.filter(enabled=False).order_by("id").values_list("pk", flat=True)),
     })
-    return plan.model_dump(mode="json", by_alias=True)
 
 
 def _evaluators(stream_id: int) -> list[Evaluator]:
@@ -86,8 +85,9 @@ def publish_plan(stream_id: int, placement: Placement | None = None) -> int | No
         primary, stream = rows[0], rows[0].stream
         wanted = [e for e in rows if e.wanted]
         preprocessor = Evaluator.objects.filter(stream=stream, role="preprocessor").values_list("pk", flat=True).first()
-        full = build_plan(primary, 0)
-        full["stream"]["source"] = stream.evaluator_source([e.pk for e in wanted], preprocessor)
+        built = build_plan(primary, 0)
+        source = stream.evaluator_source([e.pk for e in wanted], preprocessor)
+        full = built.model_copy(update={"stream": built.stream.model_copy(update={"source": source})})
         client = redis_client()
         if placement is None:
             placement = _place(stream, full, [e.pk for e in wanted], client)
@@ -107,14 +107,14 @@ def publish_plan(stream_id: int, placement: Placement | None = None) -> int | No
     return primary.plan_version
 
 
-def _place(stream: Stream, full: dict[str, Any], evaluator_ids: list[int], client) -> Placement:
+def _place(stream: Stream, full: EvaluatorPlan, evaluator_ids: list[int], client) -> Placement:
     """The stream's placement by the rule of ``streaming.placement``, from the measured costs."""
     if len(evaluator_ids) == 1:
-        return Placement({q["id"]: evaluator_ids[0] for q in full["queries"]})
-    schema = Schema.from_dict(full["stream"]["schema"])
-    units = units_of([QueryEntry.model_validate(q) for q in full["queries"]], schema)
+        return Placement({q.id: evaluator_ids[0] for q in full.queries})
+    schema = Schema.from_dict(full.stream.schema_)
+    units = units_of(full.queries, schema)
     reports = [r.model_dump() for r in bus.read_sharing_reports(client, stream.pk)]
-    pinned = [a["source"]["query"] for a in full["aggregates"] if "query" in a["source"]]
+    pinned = [a.source.query for a in full.aggregates if isinstance(a.source, QuerySource)]
     return place(units, unit_costs(units, reports), evaluator_ids, Placement.from_json(stream.placement), pinned)
 
 
@@ -129,9 +129,8 @@ def advance_placement(stream_id: int) -> str:
     client = redis_client()
     move = current.move
     if current.moving and move is not None:
-        target = client.hget(bus.Keys.evaluator_state(move.target), "joined")
-        joined = {int(q): s for q, s in orjson.loads(target).items()} if target else {}
-        source_applied = int(client.hget(bus.Keys.evaluator_state(move.source), "seq") or -1)
+        joined = decode_joined(client.hget(bus.Keys.evaluator_state(move.target), StateField.JOINED))
+        source_applied = applied_seq_of(client, bus.Keys.evaluator_state(move.source))
         if not handoff_complete(move, joined, source_applied):
             return ""
         done = Placement(current.assignment | {q: move.target for q in move.queries},

@@ -42,6 +42,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from streaming import bus
+from streaming.evaluator_state import StateField
 from streaming.events import EvaluatorStatus
 
 from .connection import redis_client
@@ -443,7 +444,7 @@ class Supervisor:
         if evaluator.role in ("preprocessor", "capture"):
             evaluator = evaluator.stream.evaluator
         plan = bus.read_plan(redis_client(), evaluator.pk)
-        if plan is None or plan.get("version") != evaluator.plan_version:
+        if plan is None or plan.version != evaluator.plan_version:
             publish_plan(evaluator.stream_id)
             evaluator.refresh_from_db(fields=["plan_version"])
 
@@ -452,12 +453,12 @@ class Supervisor:
         one MULTI), so it holds the stream's store and reads on from where the primary got to."""
         client = redis_client()
         state_key = bus.Keys.evaluator_state(evaluator.pk)
-        if evaluator.role != "secondary" or client.hexists(state_key, "seq"):
+        if evaluator.role != "secondary" or client.hexists(state_key, StateField.SEQ):
             return
         primary = evaluator.stream.evaluator.pk
         with client.pipeline(transaction=True) as pipe:
             pipe.hgetall(bus.Keys.evaluator_tuples(primary))
-            pipe.hmget(bus.Keys.evaluator_state(primary), ["seq", "clock"])
+            pipe.hmget(bus.Keys.evaluator_state(primary), [StateField.SEQ, StateField.CLOCK])
             tuples, (seq, clock) = pipe.execute()
         if seq is None:
             return
@@ -465,7 +466,7 @@ class Supervisor:
             pipe.delete(bus.Keys.evaluator_tuples(evaluator.pk))
             if tuples:
                 pipe.hset(bus.Keys.evaluator_tuples(evaluator.pk), mapping=tuples)
-            pipe.hset(state_key, mapping={"seq": seq, **({"clock": clock} if clock else {})})
+            pipe.hset(state_key, mapping={StateField.SEQ: seq, **({StateField.CLOCK: clock} if clock else {})})
             pipe.execute()
 
     def _launch(self, evaluator: Evaluator, status: str) -> None:

@@ -28,6 +28,7 @@ import orjson
 import psycopg
 
 from streaming import bus
+from streaming.evaluator_state import StateField
 from streaming.events import EvaluatorStatus
 from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import LandingWriter
@@ -38,14 +39,12 @@ from . import CaptureError
 from .sinks import LandingSink
 from .state import CaptureState, StateBusy
 
-__all__ = ["HEARTBEAT_SECONDS", "PROGRESS_FIELD", "CaptureProcess", "build_parser", "main"]
+__all__ = ["HEARTBEAT_SECONDS", "CaptureProcess", "build_parser", "main"]
 
 HEARTBEAT_SECONDS = 2.0
 #: How long a sealed batch may wait for more transactions: the evaluator's reader polls every 0.25 s, so
 #: sealing each single-row transaction alone would only make more landing files.
 LINGER_SECONDS = 0.2
-#: The field of the capture's state hash holding its :class:`CaptureProgress` (JSON).
-PROGRESS_FIELD = "capture"
 
 
 class CaptureProcess:
@@ -93,17 +92,17 @@ class CaptureProcess:
                 self.set_status("running", detail)
             self.detail = detail
             self.client.hset(bus.Keys.evaluator_state(self.args.evaluator), mapping={
-                PROGRESS_FIELD: orjson.dumps({**progress.to_json(), "notes": progress.notes,
+                StateField.CAPTURE: orjson.dumps({**progress.to_json(), "notes": progress.notes,
                                               "ops_per_second": round(rate, 1), "ts": time.time()}),
-                "rows_per_second": round(rate, 1)})
+                StateField.ROWS_PER_SECOND: round(rate, 1)})
         except Exception as exc:  # progress is shown, not needed: the capture goes on without Redis
             print(f"progress: {exc!r}", file=sys.stderr)
 
     def _plan(self) -> EvaluatorPlan | None:
-        while (doc := bus.read_plan(self.client, self.args.plan_evaluator)) is None:
+        while (plan := bus.read_plan(self.client, self.args.plan_evaluator)) is None:
             if self.stopping.wait(1.0):
                 return None
-        return EvaluatorPlan.model_validate(doc)
+        return plan
 
     def _on_signal(self, _signum: int, _frame: object) -> None:
         self.stopping.set()

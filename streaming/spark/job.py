@@ -101,7 +101,7 @@ def warm_up(spark: SparkSession, evaluator: GroupEvaluator, batches: int = WARM_
     bigger and slower, take seconds to drain. The lines are rejected by the
     parser; nothing reaches the evaluator.
     """
-    spec = evaluator.parse_spec
+    spec = evaluator.session.parse_spec
     if spec is None:
         raise RuntimeError("the evaluator has no plan")
     parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
@@ -159,7 +159,8 @@ class BatchHandler:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apply") if pipelined else None
         self._pending: Future | None = None
         # what the query was started on: a plan may name another source before the query restarts on it
-        self.source = dict(evaluator.plan.stream.source) if evaluator.plan is not None else {}
+        plan = evaluator.session.plan
+        self.source = dict(plan.stream.source) if plan is not None else {}
         self.row_reader = input_kind(self.source).row_reader(evaluator.client) if self.source else None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
@@ -168,12 +169,12 @@ class BatchHandler:
         if self._pool is None:
             with evaluator.lock:
                 evaluator.refresh_plan()
-        spec = evaluator.parse_spec
-        assert spec is not None and evaluator.plan is not None
+        spec = evaluator.session.parse_spec
+        assert spec is not None and evaluator.session.plan is not None
         started = time.perf_counter()
         if self.row_reader is not None:
             lines = frame.toArrow().column("value").to_pylist()
-            rows, version = self.row_reader.rows(evaluator, lines, spec.version)
+            rows, version = self.row_reader.rows(evaluator.session, lines, spec.version)
             selection_stats: list = []
         else:
             parser = make_parser(spec.schema, list(spec.keywords), spec.selection)
@@ -234,14 +235,14 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
     batches is rebuilt from every stored op up to the committed file,
     archived ones included (``GroupEvaluator.rebuild``).
     """
-    plan, schema = evaluator.plan, evaluator.schema
+    plan, schema = evaluator.session.plan, evaluator.session.schema
     if plan is None or schema is None:
         return 0
     source = plan.stream.source
     offset = committed_offset(checkpoint_dir, source)
     if offset is None:
         return 0
-    lines, rebuild = input_kind(source).recover(source, offset, evaluator.applied_seq, redis_url,
+    lines, rebuild = input_kind(source).recover(source, offset, evaluator.session.applied_seq, redis_url,
                                                 evaluator.evaluator_id)
     if rebuild:
         return evaluator.rebuild(lines)
@@ -257,11 +258,12 @@ def catch_up_archived(evaluator: GroupEvaluator) -> int:
     does not see them. An evaluator with no applied seq yet starts where the
     directory does.
     """
-    plan, schema = evaluator.plan, evaluator.schema
+    plan, schema = evaluator.session.plan, evaluator.session.schema
     if plan is None or schema is None:
         return 0
     source = plan.stream.source
-    return _apply_outside_the_query(evaluator, source, input_kind(source).catch_up(source, evaluator.applied_seq))
+    lines = input_kind(source).catch_up(source, evaluator.session.applied_seq)
+    return _apply_outside_the_query(evaluator, source, lines)
 
 
 def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], lines: list[str]) -> int:
@@ -270,10 +272,11 @@ def _apply_outside_the_query(evaluator: GroupEvaluator, source: dict[str, Any], 
     if lines:
         row_reader = input_kind(source).row_reader(evaluator.client)
         if row_reader is not None:
-            rows, _ = row_reader.rows(evaluator, lines, evaluator.plan_version)
+            rows, _ = row_reader.rows(evaluator.session, lines, evaluator.session.plan_version)
         else:
-            assert evaluator.schema is not None
-            rows = [parse_stored_line(line, evaluator.schema, evaluator.keywords) for line in lines]
+            schema = evaluator.session.schema
+            assert schema is not None
+            rows = [parse_stored_line(line, schema, evaluator.session.keywords) for line in lines]
         evaluator.apply_batch(-1, rows, guarded=True)
     return len(lines)
 
@@ -293,7 +296,7 @@ def start_query(
     A pipelined ``handler`` needs the sources to keep what is not applied:
     its state key goes to them, and :func:`recover_committed` must have run.
     """
-    plan = evaluator.plan
+    plan = evaluator.session.plan
     if plan is None:
         raise RuntimeError("the evaluator has no plan")
     handler = handler or BatchHandler(evaluator)

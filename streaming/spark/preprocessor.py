@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming import bus
+from streaming.evaluator_state import StateField
 from streaming.preprocess import Preprocessor, StreamNeeds
 from streaming.schema import Schema
 from streaming.sharing.properties import EvaluatorPlan
@@ -89,10 +90,10 @@ class PreprocessHandler:
 
     def plan(self) -> EvaluatorPlan:
         """The plan the needs are merged from (the stream's primary evaluator's)."""
-        doc = bus.read_plan(self.client, self.plan_evaluator)
-        if doc is None:
+        plan = bus.read_plan(self.client, self.plan_evaluator)
+        if plan is None:
             raise RuntimeError(f"evaluator {self.plan_evaluator} has no plan in Redis")
-        return EvaluatorPlan.model_validate(doc)
+        return plan
 
     def __call__(self, frame: DataFrame, _batch_id: int) -> None:
         started = time.perf_counter()
@@ -113,8 +114,9 @@ class PreprocessHandler:
         write_atomic(self.out / landing_file_name(first), b"\n".join(records) + b"\n")
         if self.state_key is not None:  # the stream page's rate and batch duration of this process
             seconds = time.perf_counter() - started
-            self.client.hset(self.state_key, mapping={"batch_ms": round(seconds * 1000, 1),
-                                                      "rows_per_second": round(len(numbered) / max(seconds, 1e-6), 1)})
+            self.client.hset(self.state_key, mapping={
+                StateField.BATCH_MS: round(seconds * 1000, 1),
+                StateField.ROWS_PER_SECOND: round(len(numbered) / max(seconds, 1e-6), 1)})
 
     def _publish(self, numbered: list[tuple[int, str]], records: list[bytes]) -> None:
         """The batch's dead letters not yet published, with the last seq, in one MULTI."""
@@ -130,7 +132,7 @@ class PreprocessHandler:
         with self.client.pipeline(transaction=True) as pipe:
             for letter in dead:
                 bus.publish_stream_event(pipe, self.stream_id, letter)
-            pipe.hset(self.state_key, "seq", max(self.last_seq, published))
+            pipe.hset(self.state_key, StateField.SEQ, max(self.last_seq, published))
             pipe.execute()
 
 

@@ -200,13 +200,13 @@ class EvaluatorProcess(SparkProcess):
         self.last_applying: int | None = None
 
     def stream_id(self) -> int | None:
-        return self.evaluator.stream_id
+        return self.evaluator.session.stream_id
 
     def plan_version(self) -> int:
-        return self.evaluator.plan_version
+        return self.evaluator.session.plan_version
 
     def query_errors(self) -> dict[str, str]:
-        return {str(query): error for query, error in self.evaluator.query_errors.items()}
+        return {str(query): error for query, error in self.evaluator.session.query_errors.items()}
 
     def progress(self) -> dict[str, Any]:
         """Applied and waiting seqs, once Spark handed the running query a batch or while the apply loop works
@@ -214,8 +214,8 @@ class EvaluatorProcess(SparkProcess):
         finished, the last beat that found the apply loop on another op than the beat before or nothing
         waiting. So a slow batch whose ops move is not stalled, one op that holds it is, and a Spark slow to
         plan its first batch (a loaded machine) is not taken for a stalled apply loop."""
-        evaluator, plan = self.evaluator, self.evaluator.plan
-        applied, applying = evaluator.saved_seq, evaluator.applying_seq
+        evaluator, plan = self.evaluator, self.evaluator.session.plan
+        applied, applying = evaluator.saved_seq, evaluator.session.applying_seq
         arrived_at = self.handler.arrived_at if self.handler is not None else None
         if plan is None or (applying is None and (self.status != "running" or arrived_at is None)):
             return {}
@@ -241,7 +241,7 @@ class EvaluatorProcess(SparkProcess):
                 self.evaluator.lock.release()
 
     def source_changed(self) -> bool:
-        plan = self.evaluator.plan
+        plan = self.evaluator.session.plan
         if self.handler is None or plan is None:
             return False
         running, wanted = self.handler.source, plan.stream.source

@@ -284,7 +284,7 @@ def _assert_equals_run_plan(run: HostileRun, queries, landing: Path, workdir: Pa
     dead = [e for e in events if isinstance(e, DeadLetter)]
     assert [(d.line, d.reason) for d in dead if d.seq is None] == run.refused
 
-    plan = build_plan(stream.evaluator, 0)
+    plan = build_plan(stream.evaluator, 0).model_dump(mode="json", by_alias=True)
     out = run_plan_events({"schema": plan["stream"]["schema"], "queries": plan["queries"],
                            "aggregates": plan["aggregates"], "clock": plan["stream"]["clock"]}, kept, workdir)
     rejects = run_plan_rejects(out)

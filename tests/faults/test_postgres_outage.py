@@ -116,7 +116,7 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
         for start in range(0, OPS, BATCH):
             if start in crashes:
                 crashes[start].set()
-            rows = [parse_stored_line(stamp(seq, lines[seq]), schema, evaluator.keywords)
+            rows = [parse_stored_line(stamp(seq, lines[seq]), schema, evaluator.session.keywords)
                     for seq in range(start, min(start + BATCH, OPS))]
             evaluator.apply_batch(start // BATCH, rows)
             time.sleep(PAUSE)

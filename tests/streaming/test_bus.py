@@ -15,6 +15,8 @@ from streaming.events import (
     parse_event,
     result_key,
 )
+from streaming.evaluator_state import StateField
+from streaming.sharing.properties import EvaluatorPlan
 
 pytestmark = pytest.mark.redis
 
@@ -85,8 +87,10 @@ def test_stream_events_plan_and_heartbeat_round_trip(client):
     bus.publish_stream_event(client, 2, metrics)
     assert [e for _, e in bus.read_stream_events(client, 2)] == [status, metrics]
     assert [e for _, e in bus.read_stream_events(client, 2, first)] == [metrics]
-    bus.write_plan(client, 4, {"version": 1, "queries": []})
-    assert bus.read_plan(client, 4) == {"version": 1, "queries": []}
+    plan = EvaluatorPlan.model_validate({"version": 1, "evaluator": 4,
+                                         "stream": {"id": 2, "name": "shop", "schema": {}, "source": {}}})
+    bus.write_plan(client, 4, plan)
+    assert bus.read_plan(client, 4) == plan
     assert bus.read_plan(client, 5) is None
     bus.write_heartbeat(client, status)
     assert bus.read_heartbeat(client, 4) == status
@@ -130,7 +134,7 @@ def test_changes_are_published_only_while_redis_holds_the_evaluators_loaded_stat
     with pytest.raises(bus.StateLost):
         bus.publish_serialized_changes(redis_client, quads, state_key=state)
     assert redis_client.xlen(bus.Keys.changes(7)) == 0 and not redis_client.exists(bus.Keys.published_seq(7))
-    redis_client.hset(state, bus.LOADED_FIELD, 1)
+    redis_client.hset(state, StateField.LOADED, 1)
     assert bus.publish_serialized_changes(redis_client, quads, state_key=state) == 1
 
 

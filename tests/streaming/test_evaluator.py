@@ -16,6 +16,7 @@ from streaming.parsed import parse_stored_line
 from streaming.events import BatchMetrics, DeadLetter, DroppingRatio, Rearrangement, result_key
 from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import landing_archive, landing_file_name, prune_archive, stamp
 from streaming.workloads.ecommerce import SCHEMA_DOC as SCHEMA
 
@@ -68,10 +69,14 @@ LINES = [stamp(i, json.dumps(op, separators=(",", ":"))) for i, op in enumerate(
 
 
 
-def plan(version, *queries):
+def plan_doc(version, *queries, **fields):
     return {"version": version, "evaluator": 1,
             "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "kw:stream:2:ops"}},
-            "queries": list(queries)}
+            "queries": list(queries), **fields}
+
+
+def plan(version, *queries, **fields):
+    return EvaluatorPlan.model_validate(plan_doc(version, *queries, **fields))
 
 
 def query(qid, keywords=("dress", "texas"), tmax=5, window=None, predicates=()):
@@ -220,7 +225,8 @@ def write_landing(directory, lines, per_file=10, archived=0):
 
 
 def landing_plan(directory, *queries):
-    return {**plan(1, *queries), "stream": {**plan(1)["stream"], "source": {"kind": "landing", "path": str(directory)}}}
+    stream = plan_doc(1)["stream"] | {"source": {"kind": "landing", "path": str(directory)}}
+    return plan(1, *queries, stream=stream)
 
 
 @pytest.mark.parametrize("cut", [9, 21])
@@ -244,7 +250,7 @@ def test_redis_losing_its_data_is_rebuilt_from_the_landing_files(redis_client, t
     bus.write_plan(redis_client, 1, landing_plan(directory, query(5), query(6, tmax=4, window=30.0)))  # supervisor
     restarted = GroupEvaluator(redis_client, 1)
     restarted.start()  # what Redis holds again is the whole state
-    assert restarted.applied_seq == len(LINES) - 1 and restarted.session.stored == ev.session.stored
+    assert restarted.session.applied_seq == len(LINES) - 1 and restarted.session.stored == ev.session.stored
 
 
 def test_a_lost_state_is_not_rebuilt_from_pruned_landing_files(redis_client, tmp_path):
@@ -298,7 +304,7 @@ def test_plan_changes_at_batch_boundaries(redis_client):
     ev.apply_batch(2, rows[25:])
     assert published(redis_client, 5)[1] == set() and bus.read_snapshot(redis_client, 5)[1] == []
     assert published(redis_client, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
-    assert ev.plan_version == 4
+    assert ev.session.plan_version == 4
 
 
 def test_predicates_filter_the_tuples_a_query_sees(redis_client):
@@ -322,7 +328,7 @@ def test_seqless_and_malformed_lines_are_dead_letters(redis_client):
     ev.apply_batch(0, parsed(redis_client, bad))
     reasons = [d.reason for d in stream_events(redis_client, DeadLetter)]
     assert reasons[0].startswith("stored line is not JSON") and "expected int" in reasons[1]
-    assert ev.session.stored and ev.applied_seq == 1
+    assert ev.session.stored and ev.session.applied_seq == 1
 
 
 def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(redis_client):
@@ -337,11 +343,11 @@ def test_executor_selection_routes_like_the_predicates_and_feeds_the_monitor(red
     ev.start()
     selected = []
     for batch_id, start in enumerate(range(0, len(LINES), 10)):
-        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        parser = make_parser(SCHEMA, sorted(ev.session.keywords), ev.session.selection_plan())
         table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
         rows, stats = collect_ops(table)
         selected += [r.queries for r in rows if r.queries is not None]
-        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.session.plan_version)
     keep = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] >= 40
     assert published(redis_client, 8) == reference(OPS, keep=keep)
     keep_cheap = lambda op: op.relation != "Product" or op.kind == "delete" or op.values["price"] < 20
@@ -447,13 +453,13 @@ def test_executor_selection_routes_filter_subscriptions(redis_client):
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     for batch_id, start in enumerate(range(0, len(LINES), 10)):
-        parser = make_parser(SCHEMA, sorted(ev.keywords), ev.selection_plan())
+        parser = make_parser(SCHEMA, sorted(ev.session.keywords), ev.session.selection_plan())
         table = pa.Table.from_batches(list(parser(iter([pa.RecordBatch.from_pydict({"value": LINES[start:start + 10]})]))))
         rows, stats = collect_ops(table)
-        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.plan_version)
+        ev.apply_batch(batch_id, rows, selection_stats=stats, parsed_with_version=ev.session.plan_version)
     assert published(redis_client, 5) == reference(OPS)
     assert published(redis_client, 7) == filter_reference(OPS, expensive)
-    assert [r.tuples for r in ev.engine.results(7)] == [(("Product", 1),), (("Product", 3),), (("Product", 4),)]
+    assert [r.tuples for r in ev.session.engine.results(7)] == [(("Product", 1),), (("Product", 3),), (("Product", 4),)]
 
 
 def test_a_query_with_neither_keywords_nor_predicates_is_reported(redis_client):
@@ -475,7 +481,7 @@ AGGREGATES = [aggregate(1), aggregate(2, window=6, step=4), aggregate(3, aggrega
 
 
 def plan_with_aggregates(version):
-    return {**plan(version, query(5)), "aggregates": AGGREGATES}
+    return plan(version, query(5), aggregates=AGGREGATES)
 
 
 def run_plan_values():
@@ -531,8 +537,7 @@ def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_cli
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     ev.apply_batch(0, rows[:20])
-    guarded = plan(2, query(5))
-    guarded["stream"]["clock"] = {"max_jump": 100.0}
+    guarded = plan(2, query(5), stream=plan_doc(2)["stream"] | {"clock": {"max_jump": 100.0}})
     bus.write_plan(redis_client, 1, guarded)
     ev.apply_batch(1, rows[20:])
     dead = stream_events(redis_client, DeadLetter)
@@ -540,7 +545,7 @@ def test_an_edited_clock_guard_reaches_the_evaluator_at_its_next_batch(redis_cli
         (len(OPS), "ts 1000 jumps 957 s past the stream clock 43 (at most 100 s: its max_clock_jump setting)")]
     expected, expected_live = reference(ops[:len(OPS)] + [{"op": "unknown"}] + ops[len(OPS) + 1:])
     assert published(redis_client, 5) == (expected, expected_live)
-    assert ev.event_time == 44
+    assert ev.session.event_time == 44
 
 
 def test_a_poison_op_is_a_dead_letter_with_its_reason_and_the_stream_goes_on(redis_client):
@@ -549,7 +554,7 @@ def test_a_poison_op_is_a_dead_letter_with_its_reason_and_the_stream_goes_on(red
     ev = GroupEvaluator(redis_client, 1)
     ev.start()
     ev.apply_batch(0, parsed(redis_client, LINES))
-    assert ev.applied_seq == ev.saved_seq == len(LINES) - 1 and ev.applying_seq is None and ev.progress_at is not None
+    assert ev.session.applied_seq == ev.saved_seq == len(LINES) - 1 and ev.session.applying_seq is None and ev.progress_at is not None
     poisoned = [d for d in stream_events(redis_client, DeadLetter) if d.seq == 16]
     assert [(d.reason, d.line) for d in poisoned] == [
         ("poison op, set aside: it stalled the evaluator, 2 times in a row", LINES[16])]
@@ -569,7 +574,7 @@ def test_an_error_applying_an_op_names_that_op_before_it_ends_the_process(redis_
         ev.apply_batch(0, rows[:3] + [broken] + rows[4:], guarded=True)
     failed = json.loads(redis_client.get(bus.Keys.failed_op(1)))
     assert failed == {"seq": 3, "error": f"{type(raised.value).__name__}: {raised.value}"[:500]}
-    assert ev.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
+    assert ev.session.applying_seq is None and ev.saved_seq == -1  # nothing of the batch was saved
 
 
 def test_a_guarded_replay_leaves_no_op_named_once_it_is_through(redis_client):

@@ -17,6 +17,7 @@ from streaming.parsed import parse_stored_line
 from streaming.events import DeadLetter, SubscriptionResult
 from streaming.ops import item_op
 from streaming.schema import Schema
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.sources import stamp
 from streaming.wxquery.run import run_subscriptions
 from streaming.wxquery.translate import compile_text
@@ -33,12 +34,13 @@ SCHEMA = MAPPING.schema("photons")
 TEXTS = {10 + i: text for i, text in enumerate(PAPER_QUERIES.values())}
 
 
-def _plan(version: int, subscriptions: dict[int, str], queries=()) -> dict:
-    return {"version": version, "evaluator": 1,
-            "stream": {"id": 4, "name": "photons", "schema": SCHEMA, "dtd": PHOTONS_DTD,
-                       "source": {"kind": "redis", "key": "kw:stream:4:ops"}},
-            "queries": list(queries),
-            "subscriptions": [{"id": sid, "text": text} for sid, text in subscriptions.items()]}
+def _plan(version: int, subscriptions: dict[int, str], queries=()) -> EvaluatorPlan:
+    return EvaluatorPlan.model_validate({
+        "version": version, "evaluator": 1,
+        "stream": {"id": 4, "name": "photons", "schema": SCHEMA, "dtd": PHOTONS_DTD,
+                   "source": {"kind": "redis", "key": "kw:stream:4:ops"}},
+        "queries": list(queries),
+        "subscriptions": [{"id": sid, "text": text} for sid, text in subscriptions.items()]})
 
 
 def _lines(document: str) -> list[str]:
@@ -88,7 +90,7 @@ def test_results_equal_the_command_lines_and_filters_run_beside(redis_client):
     assert all(expected.values())
     hot = sum(1 for item in parse_items(document, DTD).items if float(item.element.findtext("en")) >= 2.0)
     assert len(bus.read_snapshot(redis_client, 1)[1]) == hot > 0
-    assert evaluator.state()["stream"]["wxquery"]["subscriptions_sharing"] > 0
+    assert evaluator.session.state()["stream"]["wxquery"]["subscriptions_sharing"] > 0
 
 
 def test_a_replayed_batch_is_not_evaluated_twice_and_a_bad_item_is_a_dead_letter(redis_client):
@@ -112,7 +114,7 @@ def test_an_item_op_without_subscriptions_changes_nothing(redis_client):
     evaluator.start()
     _feed(redis_client, evaluator, _lines(photons_document(5)))
     assert evaluator.session.subscriptions is None
-    assert evaluator.state()["stream"]["stored_tuples"] == 5
+    assert evaluator.session.state()["stream"]["stored_tuples"] == 5
 
 
 def test_a_batch_published_before_a_crash_is_not_published_twice(redis_client, monkeypatch):
@@ -136,7 +138,7 @@ def test_a_batch_published_before_a_crash_is_not_published_twice(redis_client, m
     monkeypatch.undo()
     second = GroupEvaluator(redis_client, 1)
     second.start()
-    assert second.applied_seq == 199
+    assert second.session.applied_seq == 199
     _feed(redis_client, second, lines[200:])
     expected = _reference(document)
     for sid in (12, 13):  # q3 and q4 have no window: the restart loses no state they need

@@ -16,7 +16,7 @@ from streaming.ops import op_to_dict
 from streaming.placement import (Move, Placement, Unit, evaluator_plans, handoff_complete, place, unit_costs,
                                  units_of)
 from streaming.schema import Schema
-from streaming.sharing.properties import QueryEntry
+from streaming.sharing.properties import EvaluatorPlan, QueryEntry
 from streaming.sources import stamp
 from streaming.workloads import ecommerce
 from streaming.workloads.queries import StreamProfile, random_queries
@@ -101,10 +101,11 @@ def test_units_group_queries_by_keyword_set():
 # ------------------------------------------------------------------------------ moving a unit mid-stream
 
 
-def full_plan() -> dict:
-    return {"version": 1, "evaluator": 1,
-            "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "unused"}},
-            "queries": QUERIES}
+def full_plan(evaluator: int = 1) -> EvaluatorPlan:
+    return EvaluatorPlan.model_validate({
+        "version": 1, "evaluator": evaluator,
+        "stream": {"id": 2, "name": "shop", "schema": SCHEMA, "source": {"kind": "redis", "key": "unused"}},
+        "queries": QUERIES})
 
 
 def changes(redis_client, qid: int) -> list[tuple[int, str, str]]:
@@ -115,7 +116,7 @@ def changes(redis_client, qid: int) -> list[tuple[int, str, str]]:
     return [(seq, *c) for seq in sorted(by_seq) for c in sorted(by_seq[seq])]
 
 
-def parse(plan: dict, lines: list[str]):
+def parse(plan: EvaluatorPlan, lines: list[str]):
     schema = Schema.from_dict(SCHEMA)
     keywords = group_keywords(plan)
     return [parse_stored_line(line, schema, keywords) for line in lines]
@@ -143,10 +144,10 @@ class Runner:
     def evaluator(self, e: int) -> EvaluatorRunner:
         return GroupEvaluator(self.client, e)
 
-    def write_plan(self, e: int, plan: dict) -> None:
+    def write_plan(self, e: int, plan: EvaluatorPlan) -> None:
         bus.write_plan(self.client, e, plan)
 
-    def plan_of(self, e: int) -> dict:
+    def plan_of(self, e: int) -> EvaluatorPlan | None:
         return bus.read_plan(self.client, e)
 
     def joined(self, e: int) -> dict[int, int]:
@@ -177,7 +178,7 @@ class Runner:
     def try_finish(self) -> bool:
         move = self.placement.move
         assert move is not None
-        if not handoff_complete(move, self.joined(move.target), self.evaluators[move.source].applied_seq):
+        if not handoff_complete(move, self.joined(move.target), self.evaluators[move.source].session.applied_seq):
             return False
         assignment = dict(self.placement.assignment) | {q: move.target for q in move.queries}
         self.placement = Placement(assignment, Move(move.queries, move.source, move.target, done=True))
@@ -217,7 +218,7 @@ def test_a_unit_moved_mid_stream_publishes_what_one_evaluator_publishes(redis_cl
     """Both evaluators read the stream with their own batch sizes, one ``lag`` ops behind the other;
     a unit moves at ``move_at``; every query's change stream equals one evaluator's over the whole plan."""
     redis_client.flushdb()
-    bus.write_plan(redis_client, 9, dict(full_plan(), evaluator=9))
+    bus.write_plan(redis_client, 9, full_plan(evaluator=9))
     alone = GroupEvaluator(redis_client, 9)
     alone.start()
     for start in range(0, len(LINES), 50):

@@ -25,12 +25,12 @@ pytestmark = pytest.mark.redis
 CHEAP = {"relation": "Product", "attribute": "price", "op": "<", "value": 20}
 
 
-def needs_of(plan_doc):
-    return StreamNeeds.of_plan(EvaluatorPlan.model_validate(plan_doc))
+def needs_of(evaluator_plan: EvaluatorPlan):
+    return StreamNeeds.of_plan(evaluator_plan)
 
 
 def run_raw(redis_client, plans, qids):
-    """plans: [(first line index, plan document)]; the published change streams of ``qids``."""
+    """plans: [(first line index, plan)]; the published change streams of ``qids``."""
     ev = GroupEvaluator(redis_client, 1)
     for batch_id, (start, doc) in enumerate(plans):
         end = plans[batch_id + 1][0] if batch_id + 1 < len(plans) else len(LINES)
@@ -57,7 +57,7 @@ def run_derived(redis_client, plans, qids):
         bus.write_plan(redis_client, 1, doc)
         if batch_id == 0:
             ev.start()
-        ev.apply_batch(batch_id, derived_ops(records[start:end], vocabularies, SHOP), parsed_with_version=doc["version"])
+        ev.apply_batch(batch_id, derived_ops(records[start:end], vocabularies, SHOP), parsed_with_version=doc.version)
     return {q: published(redis_client, q) for q in qids}, records
 
 
@@ -157,7 +157,8 @@ def test_a_leaving_query_narrows_at_once_and_the_others_lose_nothing(redis_clien
 def test_an_aggregate_over_a_relation_keeps_its_inserts():
     """A relation only an aggregate subscription reads is not dropped: its inserts are what it counts."""
     cheap_filter = plan(1, query(7, keywords=(), predicates=[CHEAP]))
-    with_aggregate = {**cheap_filter, "aggregates": [aggregate(1, aggregate="count", attribute=None)]}
+    with_aggregate = plan(1, query(7, keywords=(), predicates=[CHEAP]),
+                          aggregates=[aggregate(1, aggregate="count", attribute=None)])
     dear = {"pid": 9, "title": "silk scarf", "price": 500.0}
     assert not needs_of(cheap_filter).admits("Product", dear)
     assert needs_of(with_aggregate).admits("Product", dear)

@@ -12,14 +12,15 @@ from streaming.events import BatchMetrics, DeadLetter
 from streaming.parsed import parse_stored_line
 from streaming.schema import Schema
 from streaming.session import StreamSession, group_keywords
+from streaming.sharing.properties import EvaluatorPlan
 from streaming.testing import MemoryBus, memory_ports
 from tests.streaming import test_placement as placement_case
 from tests.streaming.test_evaluator import LINES, OPS, SCHEMA, landing_plan, plan, query, reference, write_landing
 
 
-def rows_of(lines, plan_doc):
+def rows_of(lines, evaluator_plan):
     schema = Schema.from_dict(SCHEMA)
-    keywords = group_keywords(plan_doc)
+    keywords = group_keywords(evaluator_plan)
     return [parse_stored_line(line, schema, keywords) for line in lines]
 
 
@@ -94,13 +95,13 @@ def test_plan_changes_in_memory():
     ev.apply_batch(1, rows[20:25])
     assert published(memory, 5)[1] == reference(OPS[:25], tmax=3)[1]
     # a removed query ends: every live result gets a remove; a disabled one keeps its results
-    memory.plans[1] = {**plan(4, query(7, keywords=("dress",), tmax=3)), "frozen": []}
+    memory.plans[1] = plan(4, query(7, keywords=("dress",), tmax=3), frozen=[])
     ev.apply_batch(2, rows[25:])
     assert published(memory, 5)[1] == set()
     assert published(memory, 7)[1] == reference(OPS, keywords=("dress",), tmax=3)[1]
     frozen_live = memory.live_keys(7)
-    memory.plans[1] = {**plan(5), "frozen": [7]}
-    assert ev.refresh_plan() and memory.live_keys(7) == frozen_live and ev.plan_version == 5
+    memory.plans[1] = plan(5, frozen=[7])
+    assert ev.refresh_plan() and memory.live_keys(7) == frozen_live and ev.session.plan_version == 5
 
 
 def test_restarts_and_a_crash_between_persist_and_publish_in_memory():
@@ -109,7 +110,7 @@ def test_restarts_and_a_crash_between_persist_and_publish_in_memory():
     first = runner(memory)
     first.apply_batch(0, rows[:9])
     second = runner(memory)  # the process died; a new one starts from the store
-    assert second.applied_seq == 8 and second.session.stored == first.session.stored
+    assert second.session.applied_seq == 8 and second.session.stored == first.session.stored
     second.apply_batch(0, rows[6:16])  # Spark replays an uncommitted batch
     for row in rows[16:22]:  # applied and persisted, but the process dies before publishing
         if row.op is not None:
@@ -151,10 +152,10 @@ class MemoryPlacement(placement_case.Runner):
     def evaluator(self, e: int) -> EvaluatorRunner:
         return EvaluatorRunner(memory_ports(self.memory, e), e)
 
-    def write_plan(self, e: int, plan: dict) -> None:
+    def write_plan(self, e: int, plan: EvaluatorPlan) -> None:
         self.memory.plans[e] = plan
 
-    def plan_of(self, e: int) -> dict:
+    def plan_of(self, e: int) -> EvaluatorPlan:
         return self.memory.plans[e]
 
     def joined(self, e: int) -> dict[int, int]:
@@ -169,7 +170,7 @@ def changes_by_seq(memory: MemoryBus, qid: int) -> list[tuple[int, str, str]]:
 
 
 def test_a_class_moving_between_evaluators_in_memory_publishes_what_one_evaluator_publishes():
-    alone_bus = MemoryBus(plans={9: dict(placement_case.full_plan(), evaluator=9)})
+    alone_bus = MemoryBus(plans={9: placement_case.full_plan(evaluator=9)})
     alone = runner(alone_bus, 9)
     lines = placement_case.LINES
     for start in range(0, len(lines), 50):

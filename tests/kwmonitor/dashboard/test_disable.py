@@ -27,8 +27,8 @@ LINES = [stamp(i, json.dumps(op, separators=(",", ":"))) for i, op in enumerate(
 
 def batch(evaluator: GroupEvaluator, batch_id: int, lines: list[str]) -> None:
     """What the Spark driver does with a micro-batch: parse with the plan's keywords, apply."""
-    assert evaluator.plan is not None
-    schema = Schema.from_dict(evaluator.plan.stream.schema_)
+    assert evaluator.session.plan is not None
+    schema = Schema.from_dict(evaluator.session.plan.stream.schema_)
     keywords = group_keywords(bus.read_plan(evaluator.client, evaluator.evaluator_id))
     evaluator.apply_batch(batch_id, [parse_stored_line(line, schema, keywords) for line in lines])
 

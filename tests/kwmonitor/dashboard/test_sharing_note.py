@@ -40,5 +40,5 @@ def test_the_sharing_note_follows_edits_and_disabling(query, user, redis_client,
     assert note() == "Disabled: in no sharing class; its results are kept as they were when it was disabled."
     assert evaluator.refresh_plan()
     report = bus.read_sharing_report(redis_client, query.stream_id)
-    assert report is not None and report.plan_version == evaluator.plan_version and report.classes == []
+    assert report is not None and report.plan_version == evaluator.session.plan_version and report.classes == []
     assert note().startswith("Disabled")

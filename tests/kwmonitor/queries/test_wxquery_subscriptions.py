@@ -62,7 +62,7 @@ def test_an_xml_stream_needs_a_dtd_and_a_mapping_of_its_schema(photons_stream):
 def test_the_plan_carries_the_dtd_and_the_enabled_subscriptions(subscription, photons_stream, user):
     WXQuerySubscription.objects.create(owner=user, name="off", stream=photons_stream, text=PAPER_QUERIES["q4"],
                                        enabled=False)
-    plan = build_plan(photons_stream.evaluator, 3)
+    plan = build_plan(photons_stream.evaluator, 3).model_dump(mode="json", by_alias=True)
     assert plan["stream"]["dtd"] == photons_stream.dtd
     assert plan["subscriptions"] == [{"id": subscription.pk, "text": PAPER_QUERIES["q3"]}]
 

@@ -46,13 +46,13 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_term)
     Path(args.checkpoint_dir).mkdir(parents=True, exist_ok=True)
     while True:
-        plan = bus.read_plan(client, args.evaluator) or {}
+        plan = bus.read_plan(client, args.evaluator)
         status = EvaluatorStatus(
             evaluator=args.evaluator,
-            stream=plan.get("stream", {}).get("id", 0),
+            stream=plan.stream.id if plan is not None else 0,
             status="stopped" if stopping else "running",
             pid=os.getpid(),
-            plan_version=plan.get("version", 0),
+            plan_version=plan.version if plan is not None else 0,
             ts=time.time(),
             **stalled,
         )

@@ -103,7 +103,7 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     evaluator.refresh_from_db()
     assert (evaluator.restarts, evaluator.failures, evaluator.last_error) == (0, 0, "")  # a new run
     assert not redis_client.exists(bus.Keys.stream_poison(shop.pk), bus.Keys.last_heartbeat(evaluator.pk))
-    assert bus.read_plan(redis_client, evaluator.pk)["queries"]  # configuration kept
+    assert bus.read_plan(redis_client, evaluator.pk).queries  # configuration kept
     assert Ingestor(shop).ingest([op]).seqs == [0]
     assert bus.publish_aggregate_values(redis_client, shop.pk, [value]) == 1  # the replayed window is new again
 

@@ -33,7 +33,8 @@ def scaled(shop, user, ecommerce_schema, settings, tmp_path):
 
 
 def plans(redis_client, stream):
-    return {e.role + str(e.slot): bus.read_plan(redis_client, e.pk)
+    """Each evaluator's plan as stored, by role and slot."""
+    return {e.role + str(e.slot): bus.read_plan(redis_client, e.pk).model_dump(mode="json", by_alias=True)
             for e in Evaluator.objects.filter(stream=stream).exclude(role="preprocessor")}
 
 
@@ -82,8 +83,8 @@ def test_a_move_ends_once_the_source_applied_the_seq_the_target_joined_at(scaled
     move = Placement.from_json(scaled.placement).move
     assert move is not None and move.source == primary.pk and move.target == secondary.pk and not move.done
     target_plan = bus.read_plan(redis_client, secondary.pk)
-    assert target_plan["handoff"]["joining"] == sorted(move.queries)
-    assert set(move.queries) <= {q["id"] for q in bus.read_plan(redis_client, primary.pk)["queries"]}
+    assert target_plan is not None and target_plan.handoff.joining == sorted(move.queries)
+    assert set(move.queries) <= {q.id for q in bus.read_plan(redis_client, primary.pk).queries}
     assert advance_placement(scaled.pk) == ""  # the target has not joined yet
     redis_client.hset(bus.Keys.evaluator_state(secondary.pk), "joined",
                       orjson.dumps({str(q): 120 for q in move.queries}))
@@ -92,8 +93,8 @@ def test_a_move_ends_once_the_source_applied_the_seq_the_target_joined_at(scaled
     redis_client.hset(bus.Keys.evaluator_state(primary.pk), "seq", 120)
     assert advance_placement(scaled.pk).startswith("moved queries")
     source_plan = bus.read_plan(redis_client, primary.pk)
-    assert source_plan["handoff"]["leaving"] == sorted(move.queries)
-    assert not set(move.queries) & {q["id"] for q in source_plan["queries"]}
+    assert source_plan is not None and source_plan.handoff.leaving == sorted(move.queries)
+    assert not set(move.queries) & {q.id for q in source_plan.queries}
 
 
 def test_secondary_evaluators_and_the_pre_processor_follow_the_primary(scaled, redis_client, tmp_path, user, client):

@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 
 def plan_of(redis_client, stream):
-    return bus.read_plan(redis_client, Evaluator.objects.get(stream=stream).pk)
+    """The plan the stream's evaluator reads, as stored."""
+    return bus.read_plan(redis_client, Evaluator.objects.get(stream=stream).pk).model_dump(mode="json", by_alias=True)
 
 
 def subscription(stream, user, **fields):

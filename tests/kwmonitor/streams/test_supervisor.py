@@ -78,8 +78,8 @@ def test_start_launches_a_detached_process_with_the_plan_written(supervisor, eva
     parent = int(Path(f"/proc/{started.pid}/stat").read_text().rpartition(")")[2].split()[1])
     assert parent != os.getpid() and os.getsid(started.pid) == started.pid  # detached, in its own session
     plan = bus.read_plan(redis_client, evaluator.pk)
-    assert plan["version"] == started.plan_version
-    assert [q["keywords"] for q in plan["queries"]] == [["dress", "texas"]]
+    assert plan is not None and plan.version == started.plan_version
+    assert [q.keywords for q in plan.queries] == [["dress", "texas"]]
     # once it beats, supervision records it as running and publishes the status
     wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
     assert supervisor.supervise() == [(evaluator.pk, "running")]

@@ -82,7 +82,7 @@ def test_a_class_moved_between_two_evaluators_mid_stream_keeps_every_change_stre
     ingest(ops[1100:])
     run(primary.pk, 200)
     run(secondary.pk, 350)
-    assert all(e.applied_seq == 1499 for e in evaluators.values())
+    assert all(e.session.applied_seq == 1499 for e in evaluators.values())
     stream.refresh_from_db()
     move = Placement.from_json(stream.placement).move
     assert move is not None and move.done and move.target == secondary.pk
@@ -93,7 +93,7 @@ def test_a_class_moved_between_two_evaluators_mid_stream_keeps_every_change_stre
     lines = sources.read_landing(sources.landing_directory(settings.LANDING_DIR, stream.pk))
     accepted = [json.dumps(op) for _, op in sorted(sources.split_seq(line) for line in lines)]
     assert len(accepted) == 1500
-    plan = build_plan(primary, 0)
+    plan = build_plan(primary, 0).model_dump(mode="json", by_alias=True)
     out = run_plan_events({"schema": plan["stream"]["schema"], "queries": plan["queries"]}, accepted, tmp_path)
     for q in queries:
         got, _ = published(redis_client, q.pk)

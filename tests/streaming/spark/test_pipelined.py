@@ -72,16 +72,16 @@ def test_a_batch_committed_before_it_was_applied_is_recovered(spark, client, db,
     running.stop()
     handler.close()  # the failed apply was reported through the query already
     # Spark committed batch 1 (its handler returned before the apply failed); the source kept its file
-    assert first.applied_seq == 299
+    assert first.session.applied_seq == 299
     assert sorted(os.listdir(directory))[:1] == [f"{300:020d}.ndjson"]
 
     second = GroupEvaluator(redis_client, stream.evaluator.pk)
     second.start()
     assert recover_committed(second, checkpoint, redis_url) == 300
-    assert second.applied_seq == 599
+    assert second.session.applied_seq == 599
     rest = start_query(spark, second, redis_url, checkpoint, available_now=True, max_rows=300)
     rest.awaitTermination()
-    assert rest.exception() is None and second.applied_seq == 1199
+    assert rest.exception() is None and second.session.applied_seq == 1199
 
     accepted = [json.dumps(op) for _, op in sorted(sources.split_seq(l) for l in sources.read_landing(directory))]
     expected, expected_live = cli_events(stream.schema.to_document(), accepted, "dress texas", 4, None, tmp_path)
@@ -157,18 +157,18 @@ def test_an_evaluator_started_after_redis_lost_its_state_rebuilds_from_the_landi
     first.start()
     running = start_query(spark, first, redis_url, checkpoint, available_now=True)
     running.awaitTermination()
-    assert running.exception() is None and first.applied_seq == 449
+    assert running.exception() is None and first.session.applied_seq == 449
 
     redis_client.flushdb()  # the evaluator died and Redis came back empty
     publish_plan(stream.pk)  # what the supervisor does when it finds no plan
     ingest(client, stream, ops[450:])  # seqs go on after the landing files
     second = GroupEvaluator(redis_client, stream.evaluator.pk)
     second.start()
-    assert second.applied_seq == -1
+    assert second.session.applied_seq == -1
     assert recover_committed(second, checkpoint, redis_url) == 450  # every op Spark had committed, again
     rest = start_query(spark, second, redis_url, checkpoint, available_now=True)
     rest.awaitTermination()
-    assert rest.exception() is None and second.applied_seq == 599
+    assert rest.exception() is None and second.session.applied_seq == 599
 
     directory = sources.landing_directory(settings.LANDING_DIR, stream.pk)
     stored = [sources.split_seq(line) for line in sources.read_landing(directory)]

@@ -40,14 +40,13 @@ def test_the_job_writes_the_cores_records_and_an_evaluator_reading_them_publishe
     for start in range(0, len(LINES), 10):
         (raw_dir / landing_file_name(start)).write_text("".join(line + "\n" for line in LINES[start:start + 10]))
     doc = plan_doc(raw_dir)
-    bus.write_plan(redis_client, 1, doc)
+    bus.write_plan(redis_client, 1, EvaluatorPlan.model_validate(doc))
     handler = PreprocessHandler(redis_client, 1, out_dir)
     start_preprocessor(spark, handler, doc["stream"]["source"], "", tmp_path / "ckpt", available_now=True
                        ).awaitTermination()
     written = [line.encode() for f in sorted(p for p in out_dir.iterdir() if is_landing_file(p.name))
                for line in f.read_text().splitlines()]
-    plan = EvaluatorPlan.model_validate(doc)
-    core = Preprocessor(Schema.from_dict(SCHEMA), StreamNeeds.of_plan(plan))
+    core = Preprocessor(Schema.from_dict(SCHEMA), StreamNeeds.of_plan(EvaluatorPlan.model_validate(doc)))
     assert [orjson.loads(r) for r in written] == [orjson.loads(core.derive(line)) for line in LINES]
     vocabularies = {int(v): tuple(orjson.loads(w)) for v, w in redis_client.hgetall(bus.Keys.stream_vocabularies(2)).items()}
     assert vocabularies == {1: ("dress", "texas")}
@@ -57,7 +56,7 @@ def test_the_job_writes_the_cores_records_and_an_evaluator_reading_them_publishe
     raw.apply_batch(0, parsed(redis_client, LINES))
     expected = {q: published(redis_client, q) for q in (5, 8)}
     redis_client.flushdb()
-    bus.write_plan(redis_client, 1, json.loads(json.dumps(doc)))
+    bus.write_plan(redis_client, 1, EvaluatorPlan.model_validate(doc))
     derived = GroupEvaluator(redis_client, 1)
     derived.start()
     derived.apply_batch(0, derived_ops(written, vocabularies, Schema.from_dict(SCHEMA)), parsed_with_version=1)
@@ -83,7 +82,7 @@ def test_two_evaluators_over_the_derived_stream_publish_the_raw_streams_changes_
     full["queries"].append(query(9, keywords=("hat",), window=5.0))
     full["stream"]["source"] = {"kind": "derived", "path": str(out_dir), "consumers": [1, 2],
                                 "raw": {"kind": "landing", "path": str(raw_dir), "consumers": [7]}}
-    plans = evaluator_plans(full, [1, 2], Placement({5: 1, 8: 2, 9: 1}), {1: 1, 2: 1})
+    plans = evaluator_plans(EvaluatorPlan.model_validate(full), [1, 2], Placement({5: 1, 8: 2, 9: 1}), {1: 1, 2: 1})
     for e, plan in plans.items():
         bus.write_plan(redis_client, e, plan)
     handler = PreprocessHandler(redis_client, 1, out_dir, state_id=7)
@@ -96,7 +95,7 @@ def test_two_evaluators_over_the_derived_stream_publish_the_raw_streams_changes_
         evaluator.start()
         run = start_query(spark, evaluator, redis_url, tmp_path / f"ck-{e}", available_now=True, max_rows=12)
         run.awaitTermination()
-        assert run.exception() is None and evaluator.applied_seq == len(lines) - 1
+        assert run.exception() is None and evaluator.session.applied_seq == len(lines) - 1
     def dead_seqs() -> list[int]:
         return sorted(e.seq for _, e in bus.read_stream_events(redis_client, 2, count=1000) if e.type == "deadletter")
 
@@ -112,7 +111,7 @@ def test_two_evaluators_over_the_derived_stream_publish_the_raw_streams_changes_
         expected[q] = published(redis_client, q)
     redis_client.flushdb()
     alone = dict(full, stream=dict(full["stream"], source={"kind": "landing", "path": str(raw_dir)}))
-    bus.write_plan(redis_client, 1, json.loads(json.dumps(alone)))
+    bus.write_plan(redis_client, 1, EvaluatorPlan.model_validate(alone))
     raw = GroupEvaluator(redis_client, 1)
     raw.start()
     raw.apply_batch(0, parsed(redis_client, lines))
@@ -131,7 +130,7 @@ def test_a_running_evaluator_follows_its_stream_onto_the_derived_stream_and_back
     raw_dir, out_dir = tmp_path / "landing" / "2", tmp_path / "derived" / "2"
     raw_dir.mkdir(parents=True)
     doc = plan_doc(raw_dir)
-    bus.write_plan(redis_client, 1, doc)
+    bus.write_plan(redis_client, 1, EvaluatorPlan.model_validate(doc))
     reference = GroupEvaluator(redis_client, 1)
     reference.start()
     reference.apply_batch(0, parsed(redis_client, LINES))
@@ -146,7 +145,8 @@ def test_a_running_evaluator_follows_its_stream_onto_the_derived_stream_and_back
     def publish(version: int, source: dict) -> None:  # as the web tier does: the consumers, then the plan
         bus.write_landing_consumers(redis_client, 2, "raw", [7] if source is derived else [1])
         bus.write_landing_consumers(redis_client, 2, "derived", [1] if source is derived else [])
-        bus.write_plan(redis_client, 1, dict(doc, version=version, stream=dict(doc["stream"], source=source)))
+        bus.write_plan(redis_client, 1, EvaluatorPlan.model_validate(
+            dict(doc, version=version, stream=dict(doc["stream"], source=source))))
 
     def land(first: int, end: int) -> None:
         for start in range(first, end, 5):

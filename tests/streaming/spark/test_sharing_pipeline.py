@@ -63,11 +63,11 @@ def test_a_shared_plan_through_spark_equals_run_plan(spark, client, admin_client
     query = start_query(spark, evaluator, redis_url, tmp_path / "ck", available_now=True, max_rows=400)
     query.awaitTermination()
     assert query.exception() is None
-    assert evaluator.applied_seq == 1199
+    assert evaluator.session.applied_seq == 1199
 
     lines = sources.read_landing(sources.landing_directory(settings.LANDING_DIR, stream.pk))
     accepted = [json.dumps(op) for _, op in sorted(sources.split_seq(line) for line in lines)]
-    plan = build_plan(stream.evaluator, 0)
+    plan = build_plan(stream.evaluator, 0).model_dump(mode="json", by_alias=True)
     out = run_plan_events({"schema": plan["stream"]["schema"], "queries": plan["queries"],
                            "aggregates": plan["aggregates"]}, accepted, tmp_path)
     for q in queries:

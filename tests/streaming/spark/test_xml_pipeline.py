@@ -117,6 +117,6 @@ def test_xml_ingest_through_spark_equals_the_wxquery_cli(spark, client, xml_stre
     assert len(bus.read_snapshot(redis_client, hot.pk)[1]) == hot_photons > 0
     dead = [e for _, e in bus.read_stream_events(redis_client, stream.pk, count=10_000) if isinstance(e, DeadLetter)]
     assert sorted(d.reason.split(":")[0] for d in dead) == ["item 300 (line 1)", "item 301 (line 1)"]
-    state = evaluator.state()["stream"]
+    state = evaluator.session.state()["stream"]
     assert state["applied_seq"] == 1799 and state["wxquery"]["items"] == 900
     assert state["wxquery"]["subscriptions_sharing"] >= 2  # q2 serves q1, q4 serves q3 (Sect. 4.4)
