@@ -1,8 +1,13 @@
 """The Redis adapters of an evaluator's ports (``streaming.ports``), over the bus's keys and scripts.
 
 The state of evaluator ``E`` is the hash ``bus.Keys.evaluator_state(E)``
-from .session import Change, SavedState, StateWrite, StoredTuple
-from .sharing.properties import EvaluatorPlan
+(its fields are :class:`~streaming.evaluator_state.StateField`'s; ``LOADED``
+is written only when the evaluator loads or rebuilds its state: a batch whose
+writes a Redis client retried on an empty Redis re-creates the hash, not this
+field) and its stored tuples the hash
+``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> ``[seq, ts, values]`` JSON, the
+:data:`~streaming.session.StoredTuple`; a hash saved before these records holds the stored line instead,
+read as one).
 Changes are published only while that state holds the field
 (:func:`~streaming.bus.publish_serialized_changes`).
 """
