@@ -200,11 +200,11 @@ class LandingWriter(SourceWriter):
         super().__init__(client, stream_id, lock_seconds)
         self.directory = Path(directory)
 
-    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, str] | None = None) -> int:
         landing = self.reserve(ops, clock)
         if receipt is not None:
-            key, pending = receipt
-            self._write_receipt(key, Receipt(pending.digest, landing.first_seq, landing.count),
+            key, digest = receipt
+            self._write_receipt(key, Receipt(digest, landing.first_seq, landing.count),
                                 hashlib.sha256(landing.data).hexdigest())
         self.place(landing)
         return landing.first_seq

@@ -57,16 +57,16 @@ class RedisStreamWriter(SourceWriter):
         self.key = key or Keys.stream_ops(stream_id)
         self._script = client.register_script(_APPEND)
 
-    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, str] | None = None) -> int:
         for op in ops:
             if not op.startswith("{") or op.replace(" ", "") == "{}":
                 raise ValueError("an op must be a non-empty compact JSON object")
         keys = [Keys.stream_seq(self.stream_id), self.key, Keys.stream_clock(self.stream_id)]
         tail, expiry = "", ""
         if receipt is not None:
-            key, pending = receipt
+            key, digest = receipt
             keys.append(Keys.ingest_receipt(self.stream_id, key))
-            tail = orjson.dumps({"digest": pending.digest, "count": pending.count}).decode()[1:]
+            tail = orjson.dumps({"digest": digest, "count": len(ops)}).decode()[1:]
             expiry = str(int(RECEIPT_SECONDS))
         return int(self._script(keys=keys, args=["" if clock is None else repr(clock), tail, expiry, *ops]))
 

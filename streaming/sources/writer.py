@@ -85,7 +85,7 @@ class WriteTurn:
         self.stored = True
         if not ops:
             return []
-        receipt = (self.key, Receipt(digest, -1, len(ops))) if self.key is not None else None
+        receipt = (self.key, digest) if self.key is not None else None
         first = self.writer.append(ops, clock if clock is not None and clock != self.clock else None, receipt)
         return list(range(first, first + len(ops)))
 
@@ -132,9 +132,9 @@ class SourceWriter:
         with self.turn() as turn:
             return turn.store(ops)
 
-    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, Receipt] | None = None) -> int:
+    def append(self, ops: Sequence[str], clock: float | None, receipt: tuple[str, str] | None = None) -> int:
         """Assign seqs to ``ops`` and store them (the lock is held), setting the ingest clock to ``clock``
-        unless None; with ``receipt`` (a key and its receipt, ``first`` to be filled in), record it before
+        unless None; with ``receipt`` (a key and the body's digest), record the body's receipt before
         the ops are visible; return the first seq."""
         raise NotImplementedError
 
