@@ -20,7 +20,9 @@ batch:
 3. publish the batch's WXQuery result items (entry ids by seq, so at most
    once), persist the stored tuples with the last applied seq (one MULTI),
    then publish each query's changes (live set + change stream, one atomic
-   step per query), aggregate values, dead letters and the batch metrics.
+   step per query), record the seq published through (what a class moving
+   from this evaluator waits on), then aggregate values, dead letters and
+   the batch metrics.
 
 The stored tuples give the values shown in results and, after a restart,
 the state the session is rebuilt from. A Redis that lost them while the
@@ -98,6 +100,8 @@ class EvaluatorRunner:
             self.session.restore(saved)
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
+            # a fresh engine reconciled every live set at the applied seq
+            self.ports.state.save_published(self.session.applied_seq)
             stream_id = self.session.stream_id
             if saved.outbox and stream_id is not None:  # values saved by a batch that died before publishing
                 self.ports.publisher.publish_values(stream_id, saved.outbox)
@@ -226,6 +230,7 @@ class EvaluatorRunner:
             except StateLost:  # the store lost it during this batch: nothing of it was published
                 self._rebuild_from_landing()
                 out.values = []
+            state.save_published(session.applied_seq)
             stream_id = session.stream_id
             assert stream_id is not None
             now = self.clock()

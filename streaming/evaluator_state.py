@@ -26,6 +26,9 @@ class StateField(StrEnum):
     AGGREGATES = "aggregates"
     #: the seq each query handed over to this evaluator joined at (JSON: query -> seq)
     JOINED = "joined"
+    #: the last seq whose changes the evaluator has published (written after each batch's changes are published;
+    #: a move's target holds the moving queries' changes until its source's reaches their join seq)
+    PUBLISHED = "published"
     #: aggregate values saved by a batch, published after it (JSON list)
     OUTBOX = "outbox"
     #: written only when the evaluator loads or rebuilds its state: a hash without it was re-created by writes

@@ -39,6 +39,9 @@ class StateStore(Protocol):
     def save_joined(self, joined: Mapping[int, int]) -> None:
         """The seq each query handed over to this evaluator joined at."""
 
+    def save_published(self, seq: int) -> None:
+        """The last seq whose changes this evaluator has published (a move's target waits on its source's)."""
+
     def clear(self) -> None:
         """Delete the saved state and mark the (empty) state loaded: a rebuild starts."""
 
@@ -76,13 +79,17 @@ class Publisher(Protocol):
 
 
 class PlanSource(Protocol):
-    """What the web tier and the supervisor say: the evaluator's plan and the stream's poison ops."""
+    """What the web tier, the supervisor and the stream's other evaluators say: the evaluator's plan, the
+    stream's poison ops, and how far another evaluator has published."""
 
     def read(self) -> EvaluatorPlan | None:
         """The plan as written (None: none yet)."""
 
     def poison(self, stream_id: int) -> dict[int, str]:
         """The stream's poison ops: seq -> reason."""
+
+    def published_seq(self, evaluator_id: int) -> int:
+        """The last seq whose changes evaluator ``evaluator_id`` has published (-1: none)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from . import bus
 from .evaluator_state import StateField, decode_joined
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
+from .seqs import published_seq_of
 from .session import Change, SavedState, StateWrite, StoredTuple
 from .sharing.properties import EvaluatorPlan
 
@@ -89,6 +90,9 @@ class RedisStateStore:
     def save_joined(self, joined: Mapping[int, int]) -> None:
         self.client.hset(self.state_key, StateField.JOINED, orjson.dumps(dict(joined), option=orjson.OPT_NON_STR_KEYS))
 
+    def save_published(self, seq: int) -> None:
+        self.client.hset(self.state_key, StateField.PUBLISHED, seq)
+
     def clear(self) -> None:
         with self.client.pipeline(transaction=True) as pipe:
             pipe.delete(self.tuples_key, self.state_key)
@@ -141,7 +145,8 @@ class RedisPublisher:
 
 
 class RedisPlanSource:
-    """:class:`~streaming.ports.PlanSource`: the plan the web tier wrote, the poison ops the supervisor set aside."""
+    """:class:`~streaming.ports.PlanSource`: the plan the web tier wrote, the poison ops the supervisor set aside,
+    the seq another evaluator has published through (its state hash)."""
 
     def __init__(self, client: redis.Redis, evaluator_id: int):
         self.client = client
@@ -157,6 +162,9 @@ class RedisPlanSource:
 
     def poison(self, stream_id: int) -> dict[int, str]:
         return {int(seq): reason for seq, reason in self.client.hgetall(bus.Keys.stream_poison(stream_id)).items()}
+
+    def published_seq(self, evaluator_id: int) -> int:
+        return published_seq_of(self.client, bus.Keys.evaluator_state(evaluator_id))
 
 
 def redis_ports(client: redis.Redis, evaluator_id: int) -> Ports:

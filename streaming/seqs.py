@@ -18,7 +18,7 @@ import redis
 from .bus import Keys
 from .evaluator_state import StateField
 
-__all__ = ["SourceError", "stamp", "split_seq", "line_seq", "applied_seq_of", "assigned_seq"]
+__all__ = ["SourceError", "stamp", "split_seq", "line_seq", "applied_seq_of", "published_seq_of", "assigned_seq"]
 
 
 class SourceError(ValueError):
@@ -65,6 +65,12 @@ def line_seq(line: str) -> int:
 def applied_seq_of(client: redis.Redis, state_key: str) -> int:
     """The last seq an evaluator applied and persisted (-1: none)."""
     value = client.hget(state_key, StateField.SEQ)
+    return int(value) if value is not None else -1
+
+
+def published_seq_of(client: redis.Redis, state_key: str) -> int:
+    """The last seq whose changes an evaluator has published (-1: none)."""
+    value = client.hget(state_key, StateField.PUBLISHED)
     return int(value) if value is not None else -1
 
 

@@ -6,7 +6,9 @@ the bus's scripts (``streaming.bus``): a change is published only if it
 changes the live set and is not older than the query's last published seq;
 an aggregate value once per subscription and window end; a WXQuery item once
 per subscription, seq and rank; changes only while the publishing evaluator's
-state is loaded. :func:`memory_ports` gives one evaluator's ports on it::
+state is loaded. Each evaluator's store also keeps the seq it has published
+through, which the plan sources show the stream's other evaluators.
+:func:`memory_ports` gives one evaluator's ports on it::
 
     memory = MemoryBus(plans={1: plan})
     runner = EvaluatorRunner(memory_ports(memory, 1), 1)
@@ -40,6 +42,7 @@ class MemoryStateStore:
         self.saved = SavedState()
         self.loaded = False
         self.failed: dict[str, Any] | None = None  # the op named for the supervisor
+        self.published = -1  # the last seq whose changes the evaluator has published
 
     def load(self) -> SavedState:
         self.loaded = True
@@ -64,9 +67,13 @@ class MemoryStateStore:
     def save_joined(self, joined: Mapping[int, int]) -> None:
         self.saved.joined = dict(joined)
 
+    def save_published(self, seq: int) -> None:
+        self.published = seq
+
     def clear(self) -> None:
         self.saved = SavedState()
         self.loaded = True
+        self.published = -1
 
     def note_failed(self, seq: int | None, error: str) -> None:
         self.failed = {"seq": seq, "error": error}
@@ -97,7 +104,7 @@ class MemoryBus:
     def lose_state(self, evaluator_id: int) -> None:
         """Empty the evaluator's store, as a Redis restarted without persistence would."""
         store = self.state(evaluator_id)
-        store.saved, store.loaded, store.failed = SavedState(), False, None
+        store.saved, store.loaded, store.failed, store.published = SavedState(), False, None, -1
 
     def live_keys(self, query_id: int) -> set[str]:
         return set(self.live.get(query_id, {}))
@@ -194,6 +201,9 @@ class MemoryPlanSource:
 
     def poison(self, stream_id: int) -> dict[int, str]:
         return dict(self.bus.poison.get(stream_id, {}))
+
+    def published_seq(self, evaluator_id: int) -> int:
+        return self.bus.state(evaluator_id).published
 
 
 def memory_ports(bus: MemoryBus, evaluator_id: int) -> Ports:
