@@ -9,8 +9,9 @@ values, items); the runner reads and writes through its ports
 batch:
 
 1. re-read the plan and adopt it if it changed, publishing what the session
-   says: removed queries' live sets empty, the hand-off seqs saved,
-   (re)started queries' live sets reconciled with the engine's;
+   says: removed queries' live sets empty, the hand-off seqs saved, the
+   changes held for a moving class released, (re)started queries' live sets
+   reconciled with the engine's;
 2. apply the ops in ``seq`` order (the session skips seqs already applied,
    a batch replayed by Spark after a crash; the stream's poison ops, set
    aside by the supervisor after they stalled or crashed an evaluator
@@ -20,9 +21,10 @@ batch:
 3. publish the batch's WXQuery result items (entry ids by seq, so at most
    once), persist the stored tuples with the last applied seq (one MULTI),
    then publish each query's changes (live set + change stream, one atomic
-   step per query), record the seq published through (what a class moving
-   from this evaluator waits on), then aggregate values, dead letters and
-   the batch metrics.
+   step per query; a class moving here is held back until the evaluator
+   handing it over has published through the seq it joined at), record the
+   seq published through (what such a target waits on), then aggregate
+   values, dead letters and the batch metrics.
 
 The stored tuples give the values shown in results and, after a restart,
 the state the session is rebuilt from. A Redis that lost them while the
@@ -100,7 +102,7 @@ class EvaluatorRunner:
             self.session.restore(saved)
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
-            # a fresh engine reconciled every live set at the applied seq
+            # a fresh engine reconciled every live set it does not hold at the applied seq
             self.ports.state.save_published(self.session.applied_seq)
             stream_id = self.session.stream_id
             if saved.outbox and stream_id is not None:  # values saved by a batch that died before publishing
@@ -112,7 +114,7 @@ class EvaluatorRunner:
             plan = plan or self.ports.plans.read()
             if plan is None:
                 return False
-            change = self.session.adopt(plan, force)
+            change = self.session.adopt(plan, force, self._source_published(plan))
             if change is None:
                 return False
             self._publish_plan_change(change)
@@ -125,8 +127,16 @@ class EvaluatorRunner:
             publisher.reconcile(qid, change.seq, ())
         if change.joined is not None:
             self.ports.state.save_joined(change.joined)
+        if change.released:
+            publisher.publish_changes(change.released)
         for qid, views in change.reconciled.items():
             publisher.reconcile(qid, change.seq, views)
+
+    def _source_published(self, plan: EvaluatorPlan) -> int:
+        """The last seq whose changes the evaluator handing the plan's joining queries over has published
+        (-1 when there are none, or the plan names no such evaluator: they are then held until the move ends)."""
+        source = plan.handoff.source
+        return self.ports.plans.published_seq(source) if plan.handoff.joining and source is not None else -1
 
     def _report_now(self) -> None:
         """Write and announce the sharing report (at once when a plan is adopted: pages tell a query's class by it)."""
@@ -209,9 +219,10 @@ class EvaluatorRunner:
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
             poison = self.ports.plans.poison(session.plan.stream.id)
             before_op = (lambda seq: state.note_failed(seq, "killed while applying it")) if guarded else None
+            source_published = self._source_published(session.plan)
             t_apply = time.perf_counter()
             try:
-                out = session.apply(rows, poison, selection_stats, parsed_with_version, before_op)
+                out = session.apply(rows, poison, selection_stats, parsed_with_version, before_op, source_published)
             except Exception as exc:  # the process ends with it: name the op for the supervisor (docs/ops.md)
                 state.note_failed(session.applying_seq, f"{type(exc).__name__}: {exc}"[:500])
                 raise
@@ -227,6 +238,8 @@ class EvaluatorRunner:
             t_publish = time.perf_counter()
             try:
                 publisher.publish_changes(out.changes)
+                for qid, views in out.reconciled.items():
+                    publisher.reconcile(qid, session.applied_seq, views)
             except StateLost:  # the store lost it during this batch: nothing of it was published
                 self._rebuild_from_landing()
                 out.values = []

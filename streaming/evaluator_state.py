@@ -29,6 +29,9 @@ class StateField(StrEnum):
     #: the last seq whose changes the evaluator has published (written after each batch's changes are published;
     #: a move's target holds the moving queries' changes until its source's reaches their join seq)
     PUBLISHED = "published"
+    #: the changes of queries handed over to this evaluator, held until their source has published through the
+    #: join seq (JSON: query -> [kind, result key, payload, seq] lists), saved with the batch that made them
+    HELD = "held"
     #: aggregate values saved by a batch, published after it (JSON list)
     OUTBOX = "outbox"
     #: written only when the evaluator loads or rebuilds its state: a hash without it was re-created by writes

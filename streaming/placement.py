@@ -234,8 +234,9 @@ def evaluator_plans(full: EvaluatorPlan, evaluators: Sequence[int], placement: P
                       or (isinstance(a.source, RelationSource) and e == primary)]
         joining = sorted(moving & ids) if move is not None and move.target == e and not move.done else []
         leaving = sorted(moving - ids) if move is not None and move.source == e and move.done else []
+        source = move.source if move is not None and joining else None
         plans[e] = EvaluatorPlan(version=versions[e], evaluator=e, stream=full.stream, queries=mine, others=others,
                                  aggregates=aggregates, subscriptions=full.subscriptions if e == primary else [],
                                  narrow=full.narrow, primary=e == primary,
-                                 handoff=Handoff(joining=joining, leaving=leaving), frozen=full.frozen)
+                                 handoff=Handoff(joining=joining, leaving=leaving, source=source), frozen=full.frozen)
     return plans

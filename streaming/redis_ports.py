@@ -41,6 +41,14 @@ def _stored_tuple(raw: str) -> StoredTuple:
     return seq, ts, values
 
 
+def _held(raw: str | None) -> dict[int, list[Change]]:
+    """The :attr:`~streaming.evaluator_state.StateField.HELD` value as query -> changes (empty if none)."""
+    if not raw:
+        return {}
+    return {int(qid): [(kind, key, payload, seq) for kind, key, payload, seq in changes]
+            for qid, changes in orjson.loads(raw).items()}
+
+
 class RedisStateStore:
     """:class:`~streaming.ports.StateStore` in the evaluator's two Redis hashes."""
 
@@ -61,6 +69,7 @@ class RedisStateStore:
             clock=float(clock) if clock else None,
             aggregates=orjson.loads(aggregates) if aggregates else {},
             joined=decode_joined(state.get(StateField.JOINED)),
+            held=_held(state.get(StateField.HELD)),
             outbox=[AggregateValue.model_validate(v) for v in orjson.loads(outbox)] if outbox else [],
             tuples={tuple(orjson.loads(field)): _stored_tuple(raw) for field, raw in stored.items()},  # type: ignore[misc]
         )
@@ -69,7 +78,8 @@ class RedisStateStore:
         return not self.client.hexists(self.state_key, StateField.LOADED)
 
     def save(self, write: StateWrite) -> None:
-        """The changed tuples, the applied seq, the outbox, the aggregate windows and the clock in one MULTI."""
+        """The changed tuples, the applied seq, the outbox, the aggregate windows, the clock and the held
+        changes in one MULTI."""
         dumps, tuples = orjson.dumps, write.tuples.items()
         live = {dumps(ident): dumps(record) for ident, record in tuples if record is not None}
         gone = [dumps(ident) for ident, record in tuples if record is None]
@@ -84,6 +94,8 @@ class RedisStateStore:
                 state[StateField.AGGREGATES] = orjson.dumps(write.aggregates).decode()
             if write.clock is not None:
                 state[StateField.CLOCK] = repr(write.clock)
+            if write.held is not None:
+                state[StateField.HELD] = orjson.dumps(write.held, option=orjson.OPT_NON_STR_KEYS).decode()
             pipe.hset(self.state_key, mapping=state)
             pipe.execute()
 

@@ -8,7 +8,7 @@ of the stream is evaluated by one
 keyword classification and one lattice per sharing class).
 
 * :meth:`StreamSession.restore` takes the state a store saved (stored tuples,
-  applied seq, stream clock, aggregate windows, hand-off seqs);
+  applied seq, stream clock, aggregate windows, hand-off seqs and held changes);
 * :meth:`StreamSession.adopt` takes a plan and says what changed
   (:class:`PlanChange`): a query that joins a running class gets that class's
   results at once, one that needs a new or widened class gets it evaluated
@@ -19,7 +19,9 @@ keyword classification and one lattice per sharing class).
   keeps them as they were until it is enabled again; a query that arrives or
   leaves by a class move between the stream's evaluators (the plan's
   ``handoff``, ``streaming.placement``) is neither reconciled nor removed: the
-  two evaluators' changes meet in seq order;
+  two evaluators' changes meet in seq order, an arriving query's held back
+  (and saved with the state) until the evaluator handing it over has
+  published through the seq it joined at;
 * :meth:`StreamSession.apply` applies a batch in ``seq`` order, skipping seqs
   already applied (a batch replayed after a crash), and returns one
   :class:`BatchOutput`: the changes per query, aggregate values, WXQuery
@@ -82,12 +84,14 @@ class ParseSpec:
 class SavedState:
     """What a state store holds for one evaluator: its stored tuples (:data:`StoredTuple`), the last
     applied seq, the stream clock, the aggregate windows, the seq each query handed over to it joined at,
-    and the aggregate values of a batch that died before publishing them (its outbox)."""
+    the changes of those it holds until their source has published through that seq, and the aggregate
+    values of a batch that died before publishing them (its outbox)."""
 
     seq: int = -1
     clock: float | None = None
     aggregates: dict[str, Any] = field(default_factory=dict)
     joined: dict[int, int] = field(default_factory=dict)
+    held: dict[int, list[Change]] = field(default_factory=dict)
     outbox: list[AggregateValue] = field(default_factory=list)
     tuples: dict[TupleId, StoredTuple] = field(default_factory=dict)
 
@@ -95,34 +99,39 @@ class SavedState:
 @dataclass(frozen=True, slots=True)
 class StateWrite:
     """What a batch changed in the saved state: tuples written or deleted (None), the applied
-    seq, the values it produced (the outbox), the aggregate windows (None: no aggregate class) and the
-    stream clock (None: no op yet)."""
+    seq, the values it produced (the outbox), the aggregate windows (None: no aggregate class), the
+    stream clock (None: no op yet) and the held changes (None: unchanged)."""
 
     tuples: Mapping[TupleId, StoredTuple | None]
     seq: int
     outbox: Sequence[AggregateValue]
     aggregates: dict[str, Any] | None
     clock: float | None
+    held: dict[int, list[Change]] | None
 
 
 @dataclass(frozen=True, slots=True)
 class PlanChange:
     """What adopting a plan asks the publisher and the store to do, in this order: queries whose live set
-    empties (removed), the new hand-off seqs (None: unchanged), the queries whose live set is made equal
-    to the engine's, at ``seq``."""
+    empties (removed), the new hand-off seqs (None: unchanged), the held changes released (per query, in
+    seq order), the queries whose live set is made equal to the engine's, at ``seq``."""
 
     seq: int
     cleared: tuple[int, ...]
     joined: dict[int, int] | None
+    released: dict[int, list[Change]]
     reconciled: dict[int, list[ResultView]]
 
 
 @dataclass(slots=True)
 class BatchOutput:
-    """One applied batch: the changes per query (in seq order), aggregate values, WXQuery result items,
-    the stream events to send (dead letters, selection events), what to persist, and the metrics' parts."""
+    """One applied batch: the changes per query (in seq order), the queries whose live set is then made
+    equal to the engine's at the applied seq (released after being rebuilt while held), aggregate values,
+    WXQuery result items, the stream events to send (dead letters, selection events), what to persist,
+    and the metrics' parts."""
 
     changes: dict[int, list[Change]]
+    reconciled: dict[int, list[ResultView]]
     values: list[AggregateValue]
     items: list[SubscriptionResult]
     events: list[Any]
@@ -247,6 +256,9 @@ class StreamSession:
         self.aggregate_errors: dict[int, str] = {}
         self.live_counts: dict[int, int] = {}
         self.joined: dict[int, int] = {}  # query taken over from another evaluator -> the seq it joined at
+        self.held: dict[int, list[Change]] = {}  # a joined query's changes until its source published through its seq
+        self._held_changed = False
+        self._reconcile_on_release: set[int] = set()  # held queries whose results were built again here
         self.subscriptions: StreamSubscriptions | None = None  # the WXQuery subscriptions of an XML stream
         self._seq = -1
         self._pending: dict[int, list[Change]] = {}
@@ -279,10 +291,16 @@ class StreamSession:
         self._clock = saved.clock
         self._saved_aggregates = dict(saved.aggregates)
         self.joined = dict(saved.joined)
+        self.held = {qid: list(changes) for qid, changes in saved.held.items()}
         self.stored = dict(saved.tuples)
 
-    def adopt(self, plan: EvaluatorPlan, force: bool = False) -> PlanChange | None:
-        """Adopt a plan; start, move and stop queries as it says. None if it is the one adopted."""
+    def adopt(self, plan: EvaluatorPlan, force: bool = False, source_published: int = -1) -> PlanChange | None:
+        """Adopt a plan; start, move and stop queries as it says. None if it is the one adopted.
+
+        ``source_published``: the last seq whose changes the plan's
+        ``handoff.source`` has published (its joining queries are held until
+        it reaches the seq they joined at).
+        """
         if not force and self.plan is not None and plan.version == self.plan.version:
             return None
         schema = Schema.from_dict(plan.stream.schema_)
@@ -297,6 +315,9 @@ class StreamSession:
         queries, others, aggregates, self.query_errors, self.aggregate_errors = plan_properties(plan, schema)
         by_id = {q.id: q for q in queries}
         leaving = previous - set(by_id)
+        for qid, query in by_id.items():
+            if self.queries.get(qid, query) != query:  # edited: what it holds was made by its old definition
+                self._drop_held(qid)
         narrow_now = plan.narrow != self._narrow and not fresh
         self._narrow = plan.narrow
         rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now, others=others)
@@ -315,34 +336,76 @@ class StreamSession:
                 cleared.append(qid)
             self.live_counts.pop(qid, None)
             self._pending.pop(qid, None)
-        joined = self._take_over(set(plan.handoff.joining), rebuilt, fresh)
-        reconciled = self._reconcile(rebuilt)
+            self._drop_held(qid)
+            self._reconcile_on_release.discard(qid)
+        joined = self._take_over(set(plan.handoff.joining), rebuilt, fresh, source_published)
+        released, rebuilt_while_held = self._release(source_published)
+        reconciled = self._reconcile(rebuilt | rebuilt_while_held)
         self._refresh_subscriptions(plan)
         self._set_parse_spec()
-        return PlanChange(max(self.applied_seq, 0), tuple(cleared), joined, reconciled)
+        return PlanChange(max(self.applied_seq, 0), tuple(cleared), joined, released, reconciled)
 
-    def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool) -> dict[int, int] | None:
+    def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool,
+                   source_published: int) -> dict[int, int] | None:
         """Note the seq each query handed over to this evaluator joined at; the new notes, or None if
         unchanged (they go to the state store, for the supervisor, which ends the hand-off once the
-        other evaluator has applied that seq).
+        other evaluator has published through that seq).
 
-        The evaluator handing a query over has published its changes up to
-        there, so the query's live set is not reconciled (``rebuilt`` loses
-        it) and only the changes of later ops are published. A fresh engine
-        (a restart) reconciles as usual: the publish script drops whatever
-        the other evaluator already published at a later seq.
+        The evaluator handing a query over publishes its changes up to
+        there, so an arriving query's live set is not reconciled (``rebuilt``
+        loses it) and only the changes of later ops are published, held until
+        that evaluator has published through the join seq (:meth:`_hold`).
+        Nor is a held query whose class is built again here (a fresh engine
+        after a restart, a class rebuilt around it, an edit): a reconcile now
+        would publish at a seq the source has not published through. Its held
+        changes lead the published live set to what the engine held, and it is
+        reconciled once released, after them. A fresh engine (a restart)
+        reconciles a query no longer held as usual: the publish script drops
+        whatever the other evaluator already published at a later seq.
         """
         arrived = {qid for qid in joining & rebuilt if qid not in self.joined}
         kept = {qid: seq for qid, seq in self.joined.items() if qid in joining}
-        if not arrived and kept == self.joined:
-            return None
+        changed = bool(arrived) or kept != self.joined
         self.joined = kept | {qid: self.applied_seq for qid in arrived}
-        if not fresh:
-            assert self.engine is not None
-            for qid in arrived:
+        assert self.engine is not None
+        for qid in joining & rebuilt:
+            held = self._holding(qid, source_published)
+            if held and qid not in arrived:
+                self._reconcile_on_release.add(qid)
+            if held or (qid in arrived and not fresh):
                 self.live_counts[qid] = len(self.engine.results(qid))
-            rebuilt -= arrived
-        return self.joined
+                rebuilt.discard(qid)
+        return self.joined if changed else None
+
+    def _holding(self, qid: int, source_published: int) -> bool:
+        """Whether a query handed over to this evaluator waits for its source to publish through its join seq."""
+        joined = self.joined.get(qid)
+        return joined is not None and source_published < joined
+
+    def _hold(self, changes: dict[int, list[Change]], source_published: int) -> dict[int, list[ResultView]]:
+        """Hold the batch's changes of the queries still waiting on their source, and put the changes held
+        before in front of the batch's for the queries now released; the live sets to reconcile after them
+        (of the released queries rebuilt while held)."""
+        released, rebuilt_while_held = self._release(source_published)
+        for qid in [qid for qid in changes if self._holding(qid, source_published)]:
+            self.held.setdefault(qid, []).extend(changes.pop(qid))
+            self._held_changed = True
+        for qid, held in released.items():
+            changes[qid] = held + changes.get(qid, [])
+        return self._reconcile(rebuilt_while_held)
+
+    def _release(self, source_published: int) -> tuple[dict[int, list[Change]], set[int]]:
+        """The held changes of the queries no longer held (their source has published through their join
+        seq, or the move ended), and the released queries that were rebuilt while held."""
+        released = {qid: self.held.pop(qid) for qid in list(self.held) if not self._holding(qid, source_published)}
+        self._held_changed |= bool(released)
+        rebuilt_while_held = {qid for qid in self._reconcile_on_release if not self._holding(qid, source_published)}
+        self._reconcile_on_release -= rebuilt_while_held
+        return released, rebuilt_while_held
+
+    def _drop_held(self, qid: int) -> None:
+        if self.held.pop(qid, None) is not None:
+            self._held_changed = True
 
     def _reconcile(self, query_ids: Iterable[int]) -> dict[int, list[ResultView]]:
         """Each query's live set as the engine holds it (what its published one is made equal to)."""
@@ -437,6 +500,7 @@ class StreamSession:
         selection_stats: Sequence[tuple[str, dict[str, Any]]] = (),
         parsed_with_version: int | None = None,
         before_op: Callable[[int], None] | None = None,
+        source_published: int = -1,
     ) -> BatchOutput:
         """Apply one batch in seq order; its changes, values, items, events and metrics' parts.
 
@@ -447,7 +511,10 @@ class StreamSession:
         the executors' bitmaps and keyword hits (``ParsedOp.queries``,
         ``ParsedOp.hits``) are trusted only if they were computed with the
         current plan (``parsed_with_version``). An exception while applying
-        an op leaves :attr:`applying_seq` on that op.
+        an op leaves :attr:`applying_seq` on that op. ``source_published``
+        is as in :meth:`adopt`: the changes of a query handed over to this
+        evaluator are held until it reaches the query's join seq, then
+        released in front of the batch's.
         """
         if self.plan is None or self.engine is None:
             raise RuntimeError("the session has no plan")
@@ -492,11 +559,12 @@ class StreamSession:
         if selection is not None:
             events += selection.drain_events(self.stream_id, now)
         changes, self._pending = self._pending, {}
+        reconciled = self._hold(changes, source_published)
         values, self._values = self._values, []
         self._views.clear()
-        return BatchOutput(changes=changes, values=values, items=items, events=events, dead_letters=len(dead),
-                           input_rows=len(rows), class_evaluations=self.engine.class_evaluations - evaluations,
-                           apply_ms=apply_ms)
+        return BatchOutput(changes=changes, reconciled=reconciled, values=values, items=items, events=events,
+                           dead_letters=len(dead), input_rows=len(rows),
+                           class_evaluations=self.engine.class_evaluations - evaluations, apply_ms=apply_ms)
 
     def apply_op(self, row: ParsedOp) -> str | None:
         """Apply one op to the engine; the reject reason, or None."""
@@ -551,15 +619,17 @@ class StreamSession:
 
     def state_write(self, outbox: Sequence[AggregateValue] | None = None) -> StateWrite:
         """What changed in the saved state since the last call: the tuples, the applied seq, the values not
-        yet published (``outbox``; None: those made since the last batch), the aggregate windows and the
-        stream clock."""
+        yet published (``outbox``; None: those made since the last batch), the aggregate windows, the
+        stream clock and the held changes."""
         tuples = {ident: self.stored.get(ident) for ident in self._dirty}
         self._dirty = set()
+        held = {qid: list(changes) for qid, changes in self.held.items()} if self._held_changed else None
+        self._held_changed = False
         engine = self.engine
         return StateWrite(tuples=tuples, seq=self.applied_seq, outbox=list(self._values if outbox is None else outbox),
                           aggregates=engine.aggregate_state() if engine is not None and engine.aggregate_classes
                           else None,
-                          clock=self.event_time)
+                          clock=self.event_time, held=held)
 
     # ----------------------------------------------------------- inspection
 

@@ -63,6 +63,8 @@ class MemoryStateStore:
             self.saved.aggregates = copy.deepcopy(write.aggregates)
         if write.clock is not None:
             self.saved.clock = write.clock
+        if write.held is not None:
+            self.saved.held = copy.deepcopy(write.held)
 
     def save_joined(self, joined: Mapping[int, int]) -> None:
         self.saved.joined = dict(joined)

@@ -159,14 +159,18 @@ class SubscriptionEntry(_Entry):
 class Handoff(_Entry):
     """Queries whose sharing class moves between two evaluators of a stream (``docs/scaling.md``).
 
-    ``joining``: queries this evaluator takes over; it builds their class
-    from its own store and publishes only the changes of later ops (the
-    evaluator handing them over has published the earlier ones). ``leaving``:
-    queries it hands over; they leave with no remove of their live results.
+    ``joining``: queries this evaluator takes over from evaluator
+    ``source``; it builds their class from its own store and publishes only
+    the changes of later ops, and holds those until ``source`` has published
+    through the seq they joined at (``source`` publishes the earlier ones;
+    one ahead of it would otherwise publish a later change first, and the
+    publish script would drop the earlier ones). ``leaving``: queries it
+    hands over; they leave with no remove of their live results.
     """
 
     joining: list[int] = Field(default_factory=list)
     leaving: list[int] = Field(default_factory=list)
+    source: int | None = None
 
 
 class EvaluatorPlan(_Entry):

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
+
 from streaming.evaluator import EvaluatorRunner
 from streaming.events import BatchMetrics, DeadLetter
 from streaming.parsed import parse_stored_line
+from streaming.placement import Move, Placement, evaluator_plans, handoff_complete
 from streaming.schema import Schema
 from streaming.session import StreamSession, group_keywords
 from streaming.sharing.properties import EvaluatorPlan
@@ -177,10 +180,67 @@ def test_a_class_moving_between_evaluators_in_memory_publishes_what_one_evaluato
     queries = [q["id"] for q in placement_case.QUERIES]
     expected = {q: changes_by_seq(alone_bus, q) for q in queries}
     assert any(expected.values())
-    for unit_index, sizes, offset in ((0, {1: 40, 2: 70}, {1: 0, 2: 60}), (3, {1: 90, 2: 25}, {1: 30, 2: 0})):
+    # each moves a unit to an evaluator ahead of its source; the last is test_placement's reproducer (query 10,
+    # whose only changes fall between the source's position and the target's join seq)
+    for unit_index, sizes, offset, move_at in ((0, {1: 40, 2: 70}, {1: 0, 2: 60}, 200),
+                                               (3, {1: 90, 2: 25}, {1: 30, 2: 0}, 200),
+                                               (4, {1: 20, 2: 72}, {1: 0, 2: 1}, 72)):
         run = MemoryPlacement()
-        placement_case.move_mid_stream(run, sizes, offset, 200, unit_index)
+        placement_case.move_mid_stream(run, sizes, offset, move_at, unit_index)
+        assert run.target_lead > 0
         assert {q: changes_by_seq(run.memory, q) for q in queries} == expected
+
+
+@pytest.mark.parametrize("move_ends_first", [False, True])
+def test_a_target_restarted_while_it_holds_a_moving_query_loses_and_doubles_no_change(move_ends_first):
+    """Query 5 moves from evaluator 1 to evaluator 2, which is ahead: 2 holds its changes, restarts with them
+    (saved with its state; its fresh engine does not reconcile the query), holds on until 1 has published
+    through the join seq, then releases them in order, in its next batch or, if the move ended before it,
+    when it adopts that plan; the change stream is the single-engine one, seq by seq."""
+    full = plan(1, query(5), query(7, keywords=("dress",), tmax=3))
+    memory = MemoryBus()
+    versions = {1: 0, 2: 0}
+
+    def write(placement: Placement) -> None:
+        for e in versions:
+            versions[e] += 1
+        memory.plans.update(evaluator_plans(full, [1, 2], placement, versions))
+
+    write(Placement({5: 1, 7: 2}))
+    source, target = runner(memory, 1), runner(memory, 2)
+    rows = rows_of(LINES, full)
+    source.apply_batch(0, rows[:10])
+    target.apply_batch(0, rows[:17])
+    move = Move((5,), 1, 2)
+    write(Placement({5: 1, 7: 2}, move))
+    target.apply_batch(1, rows[17:22])  # joins at 16, where the source has published through 9 only
+    assert memory.state(2).saved.joined == {5: 16}
+    assert [seq for *_, seq in memory.state(2).saved.held[5]] == [17, 18, 20, 21]
+    before = changes_by_seq(memory, 5)
+    assert {seq for seq, *_ in before} == {7, 8}  # the source's
+
+    target = runner(memory, 2)  # the process died: a fresh engine, the held changes from the store
+    assert changes_by_seq(memory, 5) == before  # not reconciled at 21
+    target.apply_batch(2, rows[22:24])
+    assert [seq for *_, seq in memory.state(2).saved.held[5]] == [17, 18, 20, 21, 23]
+    assert changes_by_seq(memory, 5) == before
+    assert not handoff_complete(move, memory.state(2).saved.joined, memory.state(1).published)
+
+    source.apply_batch(1, rows[10:20])  # the source publishes through 19
+    assert handoff_complete(move, memory.state(2).saved.joined, memory.state(1).published)
+    done = Placement({5: 2, 7: 2}, Move((5,), 1, 2, done=True))
+    if move_ends_first:
+        write(done)
+        assert target.refresh_plan() and target.session.held == {}
+    target.apply_batch(3, rows[24:26])  # releases what it held (if it still does), before 25's change
+    assert memory.state(2).saved.held == {}
+    if not move_ends_first:
+        write(done)
+    source.apply_batch(2, rows[20:])
+    target.apply_batch(4, rows[26:])
+    assert 5 not in source.session.queries
+    assert published(memory, 5) == reference(OPS)
+    assert published(memory, 7) == reference(OPS, keywords=("dress",), tmax=3)
 
 
 def test_poison_ops_are_dead_letters_and_a_guarded_batch_names_its_op_until_done():
