@@ -23,14 +23,18 @@ window state lives in that evaluator), and relation-source aggregates and
 WXQuery subscriptions run on the primary. One move at a time per stream.
 
 **Moving a unit without losing or duplicating a change** (make before
-break): the target gets the unit's queries as ``handoff.joining`` and
-builds their classes over its own store, which equals the source's; from
-then on both evaluate them, and the publish script drops the changes of
-the one behind (``bus``: a change whose seq is below the query's published
-seq adds nothing). The target records the seq it joined at; once the
-source has applied that seq (:func:`handoff_complete`), the source's plan
-drops the queries as ``handoff.leaving`` (no removes published) and the
-unit belongs to the target alone.
+break): the target gets the unit's queries as ``handoff.joining`` (from
+``handoff.source``) and builds their classes over its own store, which
+equals the source's; from then on both evaluate them, and the publish
+script drops the changes of the one behind (``bus``: a change whose seq is
+below the query's published seq adds nothing). The target records the seq
+it joined at, and holds the queries' changes until the source has
+*published* through that seq (``StateField.PUBLISHED``): a target ahead of
+its source would otherwise publish a later change first, and the script
+would then drop the source's earlier ones. Once the source has published
+through that seq (:func:`handoff_complete`), the source's plan drops the
+queries as ``handoff.leaving`` (no removes published), the target publishes
+what it still holds, and the unit belongs to the target alone.
 """
 
 from __future__ import annotations
@@ -198,10 +202,11 @@ def _rebalance(units: Sequence[Unit], costs: Mapping[UnitKey, float], load: dict
     return None
 
 
-def handoff_complete(move: Move, joined: Mapping[int, int], source_applied: int) -> bool:
+def handoff_complete(move: Move, joined: Mapping[int, int], source_published: int) -> bool:
     """Whether the source may drop the moving queries: the target joined each of them (``joined``:
-    query -> the seq it joined at, from the target's state) and the source has applied that seq."""
-    return all(q in joined for q in move.queries) and source_applied >= max(joined[q] for q in move.queries)
+    query -> the seq it joined at, from the target's state) and the source has published its changes
+    through that seq (``source_published``; applied and saved is not enough: it saves before it publishes)."""
+    return all(q in joined for q in move.queries) and source_published >= max(joined[q] for q in move.queries)
 
 
 def evaluator_plans(full: EvaluatorPlan, evaluators: Sequence[int], placement: Placement,

@@ -20,7 +20,7 @@ from streaming import bus
 from streaming.evaluator_state import StateField, decode_joined
 from streaming.placement import Move, Placement, evaluator_plans, handoff_complete, place, unit_costs, units_of
 from streaming.schema import Schema
-from streaming.seqs import applied_seq_of
+from streaming.seqs import published_seq_of
 from streaming.sharing.properties import EvaluatorPlan, QuerySource
 
 from .connection import redis_client
@@ -120,8 +120,8 @@ def _place(stream: Stream, full: EvaluatorPlan, evaluator_ids: list[int], client
 
 def advance_placement(stream_id: int) -> str:
     """One step of the stream's placement (the supervision round): end a move whose target has
-    joined and whose source has applied the join seq, or start one the rule asks for. Returns
-    what was done ("" = nothing)."""
+    joined and whose source has published through the join seq, or start one the rule asks for.
+    Returns what was done ("" = nothing)."""
     stream = Stream.objects.filter(pk=stream_id).first()
     if stream is None or stream.evaluator_processes < 2:  # a single evaluator's plan has no move (``_place``)
         return ""
@@ -130,8 +130,8 @@ def advance_placement(stream_id: int) -> str:
     move = current.move
     if current.moving and move is not None:
         joined = decode_joined(client.hget(bus.Keys.evaluator_state(move.target), StateField.JOINED))
-        source_applied = applied_seq_of(client, bus.Keys.evaluator_state(move.source))
-        if not handoff_complete(move, joined, source_applied):
+        source_published = published_seq_of(client, bus.Keys.evaluator_state(move.source))
+        if not handoff_complete(move, joined, source_published):
             return ""
         done = Placement(current.assignment | {q: move.target for q in move.queries},
                          Move(move.queries, move.source, move.target, done=True))

@@ -181,7 +181,8 @@ class Runner:
     def try_finish(self) -> bool:
         move = self.placement.move
         assert move is not None
-        if not handoff_complete(move, self.joined(move.target), self.evaluators[move.source].session.applied_seq):
+        source_published = self.evaluators[move.target].ports.plans.published_seq(move.source)
+        if not handoff_complete(move, self.joined(move.target), source_published):
             return False
         assignment = dict(self.placement.assignment) | {q: move.target for q in move.queries}
         self.placement = Placement(assignment, Move(move.queries, move.source, move.target, done=True))

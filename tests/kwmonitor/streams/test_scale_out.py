@@ -65,7 +65,7 @@ def test_the_stream_gets_a_row_per_process_and_each_evaluator_a_plan_of_its_clas
     assert redis_client.smembers(source["consumers_key"]) == {bus.Keys.evaluator_state(e) for e in source["consumers"]}
 
 
-def test_a_move_ends_once_the_source_applied_the_seq_the_target_joined_at(scaled, redis_client):
+def test_a_move_ends_once_the_source_published_the_seq_the_target_joined_at(scaled, redis_client):
     scaled.refresh_from_db()
     current = Placement.from_json(scaled.placement)
     assert len(current.assignment) == 5
@@ -84,13 +84,14 @@ def test_a_move_ends_once_the_source_applied_the_seq_the_target_joined_at(scaled
     assert move is not None and move.source == primary.pk and move.target == secondary.pk and not move.done
     target_plan = bus.read_plan(redis_client, secondary.pk)
     assert target_plan is not None and target_plan.handoff.joining == sorted(move.queries)
+    assert target_plan.handoff.source == primary.pk
     assert set(move.queries) <= {q.id for q in bus.read_plan(redis_client, primary.pk).queries}
     assert advance_placement(scaled.pk) == ""  # the target has not joined yet
     redis_client.hset(bus.Keys.evaluator_state(secondary.pk), "joined",
                       orjson.dumps({str(q): 120 for q in move.queries}))
-    redis_client.hset(bus.Keys.evaluator_state(primary.pk), "seq", 119)
-    assert advance_placement(scaled.pk) == ""  # the source is one op short of the join
-    redis_client.hset(bus.Keys.evaluator_state(primary.pk), "seq", 120)
+    redis_client.hset(bus.Keys.evaluator_state(primary.pk), mapping={"seq": 120, "published": 119})
+    assert advance_placement(scaled.pk) == ""  # the source saved the join seq's op but has not published it yet
+    redis_client.hset(bus.Keys.evaluator_state(primary.pk), "published", 120)
     assert advance_placement(scaled.pk).startswith("moved queries")
     source_plan = bus.read_plan(redis_client, primary.pk)
     assert source_plan is not None and source_plan.handoff.leaving == sorted(move.queries)
