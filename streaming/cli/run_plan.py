@@ -60,9 +60,16 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     encoder = EventEncoder()
+    lines: dict[int, str] = {}  # a change tuple's line by its identity: a change reaching many queries is one tuple
     for qid, changes in run.changes.items():
+        text = []
+        for change in changes:
+            line = lines.get(id(change))
+            if line is None:
+                line = lines[id(change)] = encoder.line(*change)
+            text.append(line)
         with open(out / f"query-{qid}.ndjson", "w", encoding="utf-8") as fh:
-            fh.writelines(encoder.line(seq, kind, result) for seq, kind, result in changes)
+            fh.write("".join(text))
     for aid, values in run.values.items():
         with open(out / f"aggregate-{aid}.ndjson", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"id": aid, "window_end": end, "value": value}) + "\n" for end, value in values)

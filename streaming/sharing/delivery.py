@@ -11,30 +11,23 @@ where a single-query engine with that window would expire it, while the class
 so these filters give each member exactly its own results (docs/results.md).
 
 Queries are bits of one integer mask (their position in the plan), so a
-result is tested against all members at once with a few big-integer ANDs and
-only the queries that receive a change cost work of their own.
+result is tested against all members at once with a few big-integer ANDs,
+and handed on once with the mask of the members it reaches (the engine names
+them; a consumer that keeps one change for all of them never pays per query).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..evaluate.results import Result
 from ..window import LiveStore
 from .properties import QueryProperties
 
-__all__ = ["Sink", "Delivery", "bits_of"]
+__all__ = ["Sink", "Delivery"]
 
-#: ``sink(query bit index, "add" | "remove", result)``
+#: ``sink(receivers, "add" | "remove", result)``: ``receivers`` is the mask of the member bits it reaches
 Sink = Callable[[int, str, Result], None]
-
-
-def bits_of(mask: int) -> Iterable[int]:
-    """Indexes of the set bits of ``mask``, lowest first."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 class Delivery:
@@ -98,12 +91,7 @@ class Delivery:
         if not mask:
             self.undelivered += 1
             return
-        sink = self.sink
-        bits = mask
-        while bits:
-            low = bits & -bits
-            bits ^= low
-            sink(low.bit_length() - 1, "add", result)
+        self.sink(mask, "add", result)
         if self.narrow:
             self._schedule(result, mask)
 
@@ -116,11 +104,8 @@ class Delivery:
     def remove(self, result: Result) -> None:
         """A class result ended: its holders see it end."""
         mask = self.receivers.pop(result, 0)
-        sink = self.sink
-        while mask:
-            low = mask & -mask
-            mask ^= low
-            sink(low.bit_length() - 1, "remove", result)
+        if mask:
+            self.sink(mask, "remove", result)
 
     def expire_window(self, window: float, result: Result) -> None:
         """The oldest tuple of ``result`` left ``window``: its members with that window lose it."""
@@ -130,8 +115,7 @@ class Delivery:
         gone = mask & self.narrow.get(window, 0)
         if gone:
             self.receivers[result] = mask & ~gone
-            for bit in bits_of(gone):
-                self.sink(bit, "remove", result)
+            self.sink(gone, "remove", result)
 
     def reset(self, results: Sequence[Result], now: float) -> None:
         """Recompute every holder from the class's live results (after a rebuild or a membership change)."""

@@ -64,6 +64,9 @@ SHARING_MODES = ("match", "widen")
 
 #: ``sink(query id, "add" | "remove", result)``
 QuerySink = Callable[[int, str, Result], None]
+#: ``sink(receivers, "add" | "remove", result)``: ``receivers`` is the mask of the bits of the queries the
+#: change reaches (:meth:`SharedEngine.query_ids` names them)
+DeliverySink = Callable[[int, str, Result], None]
 #: ``sink(aggregate id, window end, value)``
 AggregateSink = Callable[[int, float, Any], None]
 
@@ -76,22 +79,26 @@ class SharedEngine(StreamRules):
     """All queries and aggregate subscriptions of one stream, evaluated with sharing.
 
     Build it, call :meth:`set_plan` (again whenever the plan changes), then
-    :meth:`apply` ops in order. Changes go to ``sink`` and window values to
-    ``aggregate_sink`` as they happen, and ``forget`` hears of every tuple
-    that leaves the store (deleted or expired); :meth:`results` gives a
-    query's live set.
+    :meth:`apply` ops in order. Changes go to ``sink`` (one call per query,
+    or, given ``delivery_sink``, one per change with the mask of the queries
+    it reaches: a result of a class reaches many members at once) and window
+    values to ``aggregate_sink`` as they happen, and ``forget`` hears of
+    every tuple that leaves the store (deleted or expired); :meth:`results`
+    gives a query's live set.
     """
 
     def __init__(self, schema: Schema, mode: str = "widen", sink: QuerySink = _ignore,
                  aggregate_sink: AggregateSink = _ignore, forget: Callable[[str, Any], None] = _ignore,
                  selection_kind: str = "hybrid",
                  selection_period: int = 10_000, selection_mu: float = 0.1,
-                 narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None):
+                 narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None,
+                 delivery_sink: DeliverySink | None = None):
         if mode not in SHARING_MODES:
             raise ValueError(f"sharing mode must be one of {', '.join(SHARING_MODES)}, got {mode!r}")
         super().__init__(schema, None, guard)
         self.mode = mode
         self.sink = sink
+        self.delivery_sink = delivery_sink
         self.aggregate_sink = aggregate_sink
         self.forget = forget
         self.selection_args = (selection_kind, selection_period, selection_mu)
@@ -99,6 +106,8 @@ class SharedEngine(StreamRules):
         self.clock = Clock()
         self.queries: dict[int, QueryProperties] = {}  # bit -> properties
         self.bit_of: dict[int, int] = {}  # query id -> bit
+        self._query_bits = 0  # the bits of self.queries
+        self._aggregate_bits = 0  # the bits of the queries feeding an aggregate subscription
         self.class_of: dict[int, ClassRuntime] = {}  # query id -> class
         self.classes: list[ClassRuntime | None] = []
         self.vocabulary: dict[str, int] = {}
@@ -166,6 +175,7 @@ class SharedEngine(StreamRules):
             taken.add(bit)
             self.bit_of[q.id] = bit
             self.queries[bit] = q
+        self._query_bits = sum(1 << b for b in self.queries)
         self._set_vocabulary()
         self.admission = Admission(self.schema, self.queries, *self.selection_args)
         for relation, rows in self.store.rows.items():
@@ -351,6 +361,7 @@ class SharedEngine(StreamRules):
             else:
                 assert cls.source_query is not None
                 self._aggregates_by_query.setdefault(cls.source_query, []).append(cls)
+        self._aggregate_bits = sum(1 << self.bit_of[qid] for qid in self._aggregates_by_query if qid in self.bit_of)
 
     # -- ops ---------------------------------------------------------------------------
 
@@ -573,18 +584,32 @@ class SharedEngine(StreamRules):
 
     # -- output ------------------------------------------------------------------------
 
-    def _deliver(self, bit: int, kind: str, result: Result) -> None:
-        query = self.queries.get(bit)
-        if query is None:  # a query that left, while its class waits to be rebuilt
+    def _deliver(self, mask: int, kind: str, result: Result) -> None:
+        """A class's change reaching the queries of ``mask`` (their bits)."""
+        mask &= self._query_bits  # not a query that left, while its class waits to be rebuilt
+        if not mask:
             return
-        qid = query.id
-        self.sink(qid, kind, result)
-        if kind == "add":
-            aggs = self._aggregates_by_query.get(qid)
-            if aggs:
-                rows, now = self.store.rows, self.clock.now
-                for agg in aggs:
+        if self.delivery_sink is not None:
+            self.delivery_sink(mask, kind, result)
+        else:
+            sink = self.sink
+            for qid in self.query_ids(mask):
+                sink(qid, kind, result)
+        if kind == "add" and mask & self._aggregate_bits:
+            rows, now = self.store.rows, self.clock.now
+            for qid in self.query_ids(mask & self._aggregate_bits):
+                for agg in self._aggregates_by_query[qid]:
                     self._arm(agg, agg.offer_result(now, result, rows))
+
+    def query_ids(self, mask: int) -> list[int]:
+        """The ids of the queries whose bits ``mask`` has, lowest bit first."""
+        queries = self.queries
+        ids = []
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            ids.append(queries[low.bit_length() - 1].id)
+        return ids
 
     def results(self, query_id: int) -> list[Result]:
         """The live results of one query, sorted."""

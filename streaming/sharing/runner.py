@@ -129,7 +129,9 @@ class PlanRun:
         self.queries = [query_properties(q, self.schema) for q in plan.queries]
         by_id = {q.id: q for q in self.queries}
         self.aggregates = [aggregate_properties(a, self.schema, by_id) for a in plan.aggregates]
+        # each query's changes as (seq, kind, result); a change reaching several queries is one tuple in each list
         self.changes: dict[int, list[tuple[int, str, Result]]] = {q.id: [] for q in self.queries}
+        self._receivers: dict[int, list[list[tuple[int, str, Result]]]] = {}  # query-bit mask -> their lists
         self.values: dict[int, list[tuple[float, Any]]] = {a.id: [] for a in self.aggregates}
         self.rejects: list[tuple[int, str]] = []
         self.seq = -1
@@ -141,12 +143,22 @@ class PlanRun:
         if mode == "none":
             self._alone = _Alone(self.schema, self.queries, self.aggregates, self, plan.clock)
         else:
-            self._shared = SharedEngine(self.schema, mode, sink=self.change, aggregate_sink=self.value,
-                                        guard=plan.clock)
+            self._shared = SharedEngine(self.schema, mode, aggregate_sink=self.value, guard=plan.clock,
+                                        delivery_sink=self.delivered)
             self._shared.set_plan(self.queries, self.aggregates)
 
     def change(self, query_id: int, kind: str, result: Result) -> None:
         self.changes[query_id].append((self.seq, kind, result))
+
+    def delivered(self, receivers: int, kind: str, result: Result) -> None:
+        """A change reaching the queries of the mask ``receivers`` (the shared engine's delivery sink)."""
+        lists = self._receivers.get(receivers)
+        if lists is None:
+            assert self._shared is not None
+            lists = self._receivers[receivers] = [self.changes[qid] for qid in self._shared.query_ids(receivers)]
+        change = (self.seq, kind, result)
+        for changes in lists:
+            changes.append(change)
 
     def value(self, aggregate_id: int, window_end: float, value: Any) -> None:
         self.values[aggregate_id].append((window_end, value))
