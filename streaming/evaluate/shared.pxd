@@ -20,6 +20,7 @@ cdef class SharedLatticeEvaluator:
     cdef list _ready
     cdef list _ups
     cdef dict _labels
+    cdef dict _label_words
     cdef Py_ssize_t _labels_version
     cdef dict _out_probes
     cdef dict _in_probes

@@ -72,6 +72,7 @@ class SharedLatticeEvaluator:
         # (parent relation, parent rows, holders of the FK value or None, column, ready by label)
         self._ups: list[tuple[tuple[str, dict, dict | None, str, dict], ...]] = []
         self._labels: dict[tuple[str, int], LabelInfo] = {}
+        self._label_words: dict[str, int] = {}  # per relation: every word of its node labels
         self._labels_version = -1
         rows, referencing, member = store.rows, store.referencing, self.member
         self._out_probes = {
@@ -259,6 +260,7 @@ class SharedLatticeEvaluator:
         """The node labels a tuple of ``relation`` with keyword ``mask`` carries (its words contain them)."""
         if self._labels_version != self.plan.version:
             self._labels.clear()
+            self._label_words.clear()
             self._labels_version = self.plan.version
         info = self._labels.get((relation, mask))
         if info is not None:
@@ -268,9 +270,12 @@ class SharedLatticeEvaluator:
         if not present:
             info = _NONE
         else:
-            words = 0
-            for label in present:
-                words |= label
+            words = self._label_words.get(relation)
+            if words is None:
+                words = 0
+                for label in present:
+                    words |= label
+                self._label_words[relation] = words
             candidates = mask & words
             if candidates.bit_count() <= _SUBSET_WORDS:
                 labels, sub = [], candidates

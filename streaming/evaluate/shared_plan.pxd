@@ -25,10 +25,13 @@ cdef class SharedLatticePlan:
     cdef public Py_ssize_t live_nodes
     cdef public Py_ssize_t version
     cdef dict _reached
-    cdef Py_ssize_t _reached_version
     cdef public dict fk_column_of
     cdef public dict out_fks
     cdef public dict in_fks
 
     @cython.locals(forbid=object)
     cpdef bint eligible(self, Py_ssize_t v, object mask)
+
+    @cython.locals(v=Py_ssize_t, c=Py_ssize_t, ei=Py_ssize_t, kids=list, groups=dict, group=tuple, parents=list,
+                   parents_by_label=dict, by_label=dict)
+    cdef Py_ssize_t _create(self, tuple key, Py_ssize_t size)

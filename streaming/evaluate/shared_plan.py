@@ -100,8 +100,7 @@ class SharedLatticePlan:
         self.keyword_bits: dict[int, int] = {}
         self.live_nodes = 0
         self.version = 0
-        self._reached: dict[int, set[int]] = {}
-        self._reached_version = -1
+        self._reached: dict[int, set[int]] = {}  # keyword set -> the nodes its roots reach (nodes_of)
         self.fk_column_of: dict[str, dict[str, str]] = {
             name: {fk.name: fk.column for fk in rel.foreign_keys} for name, rel in schema.relations.items()
         }
@@ -145,6 +144,7 @@ class SharedLatticePlan:
                 raise ValueError(f"node {v} is a whole CN of keyword sets {self.root_of[v]} and {kid}")
             self.root_of[v] = kid
         self.roots[kid] = roots
+        self._reached.pop(kid, None)
         self.keyword_bits[kid] = sum(1 << b for b in bits)
         released: list[int] = []
         for v in previous:
@@ -160,6 +160,7 @@ class SharedLatticePlan:
         """Forget keyword set ``kid``; returns the nodes released (parents before children)."""
         self._unreach(kid)
         released: list[int] = []
+        self._reached.pop(kid, None)
         for v in self.roots.pop(kid, []):
             self.root_of[v] = -1
             self._release(v, released)
@@ -178,8 +179,17 @@ class SharedLatticePlan:
             column = self.fk_column_of[holder][fk]
             kids.append((c, parent_holds, fk, column))
             self.refs[c] += 1
-            group = self.up_joins[c].setdefault((relation, parent_holds, fk), (column, {}))
-            group[1].setdefault(label, []).append((v, ei))
+            groups = self.up_joins[c]
+            join = (relation, parent_holds, fk)
+            group = groups.get(join)
+            if group is None:
+                group = groups[join] = (column, {})
+            parents_by_label = group[1]
+            parents = parents_by_label.get(label)
+            if parents is None:
+                parents_by_label[label] = [(v, ei)]
+            else:
+                parents.append((v, ei))
         self.rel.append(relation)
         self.mask.append(label)
         self.size.append(size)
@@ -273,10 +283,8 @@ class SharedLatticePlan:
     # -- inspection --------------------------------------------------------------------
 
     def nodes_of(self, kid: int) -> set[int]:
-        """Every node a keyword set's roots reach (kept until the lattice changes)."""
-        if self._reached_version != self.version:
-            self._reached = {}
-            self._reached_version = self.version
+        """Every node a keyword set's roots reach (kept until the keyword set is registered again or
+        removed: a node's children never change, and a node lives while a root reaches it)."""
         seen = self._reached.get(kid)
         if seen is None:
             seen = self._reached[kid] = set()
