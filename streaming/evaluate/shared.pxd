@@ -25,7 +25,7 @@ cdef class SharedLatticeEvaluator:
     cdef dict _out_probes
     cdef dict _in_probes
 
-    @cython.locals(v=Py_ssize_t, empty=Py_ssize_t, kid=tuple, bound=dict, plan=SharedLatticePlan)
+    @cython.locals(v=Py_ssize_t, empty=Py_ssize_t, kid=tuple, bound=dict, ups=list, plan=SharedLatticePlan)
     cdef _grow(self, list created)
 
     @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, edges=dict, plan=SharedLatticePlan)

@@ -136,8 +136,12 @@ class SharedLatticeEvaluator:
         for v in created:
             for kid in plan.kids[v]:
                 bound[kid[CHILD]] = None
+        ups = self._ups
         for v in bound:
-            self._bind(v)
+            # a node gains parent groups here (it loses them only in _clear, which binds it again): one whose
+            # groups are all bound already keeps its binding, the new parents' edges join groups it has
+            if len(ups[v]) != len(plan.up_joins[v]):
+                self._bind(v)
         for v in created:
             if plan.kids[v] and not self.missing[v]:
                 self._set_ready(v, True)
