@@ -53,22 +53,19 @@ from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadL
 from .handoff import ArrivingQueries
 from .ops import Op, OpRejected
 from .parsed import ParsedOp
-from .schema import Schema, ValueRejected
+from .schema import Schema
 from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
+from .stored_tuples import StoredTuple, StoredTuples, TupleId
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "StoredTuple", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
+__all__ = ["ParseSpec", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
            "group_keywords", "plan_properties", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
-TupleId = tuple[str, Any]
-#: A stored tuple as persisted, made from the parsed op (its line is never parsed again): the seq and event time
-#: of the insert that wrote it and its validated values.
-StoredTuple = tuple[int, float, dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +248,7 @@ class StreamSession:
         self.engine: SharedEngine | None = None
         self.queries: dict[int, QueryProperties] = {}
         self.aggregates: dict[int, AggregateProperties] = {}
-        self.stored: dict[TupleId, StoredTuple] = {}
+        self.stored = StoredTuples()
         self.applied_seq = -1
         self.query_errors: dict[int, str] = {}
         self.aggregate_errors: dict[int, str] = {}
@@ -262,7 +259,6 @@ class StreamSession:
         self._pending: dict[int, list[Change]] = {}
         self._values: list[AggregateValue] = []
         self._items: list[SubscriptionResult] = []
-        self._dirty: set[TupleId] = set()
         self._trust_selection = False
         self._dropped = 0
         self._narrow = 0
@@ -294,7 +290,7 @@ class StreamSession:
         self._clock = saved.clock
         self._saved_aggregates = dict(saved.aggregates)
         self.arriving.restore(saved.joined, saved.held)
-        self.stored = dict(saved.tuples)
+        self.stored.restore(saved.tuples)
 
     def adopt(self, plan: EvaluatorPlan, force: bool = False, source_published: int = -1) -> PlanChange | None:
         """Adopt a plan; start, move and stop queries as it says. None if it is the one adopted.
@@ -327,7 +323,7 @@ class StreamSession:
         self.aggregates = {a.id: a for a in aggregates}
         self._views = ResultViews(self.engine)  # the vocabulary may have changed
         if fresh:
-            self.engine.restore(self._stored_ops(schema), self._clock)
+            self.engine.restore(self.stored.inserts(schema), self._clock)
             self.engine.restore_aggregates(self._saved_aggregates)
             self._saved_aggregates = {}
             rebuilt = set(by_id)
@@ -383,25 +379,6 @@ class StreamSession:
         self.parse_spec = ParseSpec(self.plan.version, self.plan.stream.schema_, tuple(sorted(self.keywords)),
                                     self.selection_plan())
 
-    def _stored_ops(self, schema: Schema) -> list[Op]:
-        """The stored tuples as inserts in event-time order (tuples that ``schema`` no longer admits are dropped)."""
-        loaded = []
-        for ident, (seq, ts, values) in list(self.stored.items()):
-            relation = schema.relations.get(ident[0])
-            checked = None
-            if relation is not None and type(seq) is int and type(ts) in (int, float):
-                try:
-                    checked = relation.validate_tuple(values)
-                except ValueRejected:
-                    pass
-            if relation is None or checked is None:
-                del self.stored[ident]
-                self._dirty.add(ident)
-                continue
-            loaded.append((ts, seq, Op("insert", ident[0], checked[relation.key], checked, float(ts))))
-        loaded.sort(key=lambda item: (item[0], item[1]))
-        return [op for _, _, op in loaded]
-
     def _new_engine(self, schema: Schema) -> None:
         """The first plan, or a new schema: a fresh engine (it takes back the stored tuples that still parse)."""
         kind, period, mu = self.asc
@@ -409,7 +386,7 @@ class StreamSession:
             self._clock = self.engine.last_ts
         self.schema = schema
         self.engine = SharedEngine(schema, self.sharing, sink=self._on_change, aggregate_sink=self._on_value,
-                                   forget=self._on_forget, selection_kind=kind, selection_period=period,
+                                   forget=self.stored.forget, selection_kind=kind, selection_period=period,
                                    selection_mu=mu)
         self.queries = {}
         self.aggregates = {}
@@ -426,10 +403,6 @@ class StreamSession:
         assert self.stream_id is not None
         self._values.append(AggregateValue(stream=self.stream_id, aggregate=aggregate_id, seq=self._seq,
                                            window_end=window_end, value=value, ts=self.clock()))
-
-    def _on_forget(self, relation: str, key: Any) -> None:
-        self.stored.pop((relation, key), None)
-        self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
         return self._views.of(qid, result)[0]
@@ -532,8 +505,7 @@ class StreamSession:
         ident = (op.relation, op.key)
         if op.kind == "insert":
             assert op.values is not None
-            self.stored[ident] = (row.seq, op.ts, op.values)
-            self._dirty.add(ident)
+            self.stored.put(ident, row.seq, op.ts, op.values)
             if not self.engine.store.rows[op.relation][op.key].qmask:
                 self._dropped += 1
         return None
@@ -564,8 +536,7 @@ class StreamSession:
         """What changed in the saved state since the last call: the tuples, the applied seq, the values not
         yet published (``outbox``; None: those made since the last batch), the aggregate windows, the
         stream clock and the held changes."""
-        tuples = {ident: self.stored.get(ident) for ident in self._dirty}
-        self._dirty = set()
+        tuples = self.stored.take_changed()
         held = self.arriving.held_to_save()
         engine = self.engine
         return StateWrite(tuples=tuples, seq=self.applied_seq, outbox=list(self._values if outbox is None else outbox),
