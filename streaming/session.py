@@ -62,7 +62,7 @@ from .stored_tuples import StoredTuple, StoredTuples, TupleId
 from .wxquery.live import StreamSubscriptions
 
 __all__ = ["ParseSpec", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
-           "group_keywords", "plan_properties", "ResultViews", "StreamSession"]
+           "group_keywords", "plan_properties", "plan_subscriptions", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
@@ -215,6 +215,17 @@ class ResultViews:
         return made
 
 
+def plan_subscriptions(plan: EvaluatorPlan, current: StreamSubscriptions | None) -> StreamSubscriptions | None:
+    """The plan's WXQuery subscriptions (None: the plan has none, or no DTD): ``current`` while they and the DTD
+    are unchanged, else compiled anew (their windows restart)."""
+    entries = tuple((s.id, s.text) for s in plan.subscriptions)
+    if not entries or not plan.stream.dtd:
+        return None
+    if current is None or current.key != (plan.stream.dtd, entries) or current.stream != plan.stream.name:
+        return StreamSubscriptions(plan.stream.name, plan.stream.dtd, entries)
+    return current
+
+
 def group_keywords(plan: EvaluatorPlan | None) -> frozenset[str]:
     """Every keyword of every query of a plan (what executors classify tuples against)."""
     if plan is None:
@@ -342,7 +353,7 @@ class StreamSession:
         rebuilt -= not_reconciled
         released, rebuilt_while_held = self.arriving.release(source_published)
         reconciled = self._reconcile(rebuilt | rebuilt_while_held)
-        self._refresh_subscriptions(plan)
+        self.subscriptions = plan_subscriptions(plan, self.subscriptions)
         self._set_parse_spec()
         return PlanChange(max(self.applied_seq, 0), tuple(cleared), joined, released, reconciled)
 
@@ -358,16 +369,6 @@ class StreamSession:
             self.live_counts[qid] = len(results)
             out[qid] = [self._view(qid, r) for r in results]
         return out
-
-    def _refresh_subscriptions(self, plan: EvaluatorPlan) -> None:
-        """Compile the plan's WXQuery subscriptions anew when they or the DTD changed (their windows restart)."""
-        entries = tuple((s.id, s.text) for s in plan.subscriptions)
-        if not entries or not plan.stream.dtd:
-            self.subscriptions = None
-            return
-        current = self.subscriptions
-        if current is None or current.key != (plan.stream.dtd, entries) or current.stream != plan.stream.name:
-            self.subscriptions = StreamSubscriptions(plan.stream.name, plan.stream.dtd, entries)
 
     def selection_plan(self) -> dict[str, Any]:
         """The selection constructs and sequences the executors use for the next batch."""
