@@ -29,7 +29,8 @@ equals the source's; from then on both evaluate them, and the publish
 script drops the changes of the one behind (``bus``: a change whose seq is
 below the query's published seq adds nothing). The target records the seq
 it joined at, and holds the queries' changes until the source has
-*published* through that seq (``StateField.PUBLISHED``): a target ahead of
+*published* through that seq (``StateField.PUBLISHED``;
+:class:`~streaming.handoff.ArrivingQueries` keeps both): a target ahead of
 its source would otherwise publish a later change first, and the script
 would then drop the source's earlier ones. Once the source has published
 through that seq (:func:`handoff_complete`), the source's plan drops the

@@ -6,7 +6,7 @@ is written only when the evaluator loads or rebuilds its state: a batch whose
 writes a Redis client retried on an empty Redis re-creates the hash, not this
 field) and its stored tuples the hash
 ``bus.Keys.evaluator_tuples(E)`` (``[relation, key]`` JSON -> ``[seq, ts, values]`` JSON, the
-:data:`~streaming.session.StoredTuple`; a hash saved before these records holds the stored line instead,
+:data:`~streaming.stored_tuples.StoredTuple`; a hash saved before these records holds the stored line instead,
 read as one).
 Changes are published only while that state holds the field
 (:func:`~streaming.bus.publish_serialized_changes`).
@@ -24,8 +24,9 @@ from .evaluator_state import StateField, decode_joined
 from .events import AggregateValue, ResultView, SubscriptionResult
 from .ports import Ports
 from .seqs import published_seq_of
-from .session import Change, SavedState, StateWrite, StoredTuple
+from .session import Change, SavedState, StateWrite
 from .sharing.properties import EvaluatorPlan
+from .stored_tuples import StoredTuple
 
 __all__ = ["RedisStateStore", "RedisPublisher", "RedisPlanSource", "redis_ports"]
 

@@ -50,24 +50,22 @@ from .asc.predicates import PredicateError
 from .evaluate.results import Result
 from .events import (DEAD_LETTER_LINE_CHARS, AggregateValue, BatchMetrics, DeadLetter, ResultView, SharingReport,
                      SubscriptionResult, TupleView, change_json, result_key)
+from .handoff import ArrivingQueries
 from .ops import Op, OpRejected
 from .parsed import ParsedOp
-from .schema import Schema, ValueRejected
+from .schema import Schema
 from .sharing.engine import SharedEngine
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
 from .sharing.report import sharing_report
+from .stored_tuples import StoredTuple, StoredTuples, TupleId
 from .wxquery.live import StreamSubscriptions
 
-__all__ = ["ParseSpec", "StoredTuple", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
-           "group_keywords", "plan_properties", "ResultViews", "StreamSession"]
+__all__ = ["ParseSpec", "SavedState", "StateWrite", "PlanChange", "BatchOutput", "Change",
+           "group_keywords", "plan_properties", "plan_subscriptions", "ResultViews", "StreamSession"]
 
 #: A serialized change of one query: (kind, result key, payload JSON, seq).
 Change = tuple[str, str, str, int]
-TupleId = tuple[str, Any]
-#: A stored tuple as persisted, made from the parsed op (its line is never parsed again): the seq and event time
-#: of the insert that wrote it and its validated values.
-StoredTuple = tuple[int, float, dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +215,17 @@ class ResultViews:
         return made
 
 
+def plan_subscriptions(plan: EvaluatorPlan, current: StreamSubscriptions | None) -> StreamSubscriptions | None:
+    """The plan's WXQuery subscriptions (None: the plan has none, or no DTD): ``current`` while they and the DTD
+    are unchanged, else compiled anew (their windows restart)."""
+    entries = tuple((s.id, s.text) for s in plan.subscriptions)
+    if not entries or not plan.stream.dtd:
+        return None
+    if current is None or current.key != (plan.stream.dtd, entries) or current.stream != plan.stream.name:
+        return StreamSubscriptions(plan.stream.name, plan.stream.dtd, entries)
+    return current
+
+
 def group_keywords(plan: EvaluatorPlan | None) -> frozenset[str]:
     """Every keyword of every query of a plan (what executors classify tuples against)."""
     if plan is None:
@@ -250,21 +259,17 @@ class StreamSession:
         self.engine: SharedEngine | None = None
         self.queries: dict[int, QueryProperties] = {}
         self.aggregates: dict[int, AggregateProperties] = {}
-        self.stored: dict[TupleId, StoredTuple] = {}
+        self.stored = StoredTuples()
         self.applied_seq = -1
         self.query_errors: dict[int, str] = {}
         self.aggregate_errors: dict[int, str] = {}
         self.live_counts: dict[int, int] = {}
-        self.joined: dict[int, int] = {}  # query taken over from another evaluator -> the seq it joined at
-        self.held: dict[int, list[Change]] = {}  # a joined query's changes until its source published through its seq
-        self._held_changed = False
-        self._reconcile_on_release: set[int] = set()  # held queries whose results were built again here
+        self.arriving = ArrivingQueries()  # the queries a move hands over to this evaluator
         self.subscriptions: StreamSubscriptions | None = None  # the WXQuery subscriptions of an XML stream
         self._seq = -1
         self._pending: dict[int, list[Change]] = {}
         self._values: list[AggregateValue] = []
         self._items: list[SubscriptionResult] = []
-        self._dirty: set[TupleId] = set()
         self._trust_selection = False
         self._dropped = 0
         self._narrow = 0
@@ -285,14 +290,18 @@ class StreamSession:
     def event_time(self) -> float | None:
         return self.engine.last_ts if self.engine is not None else None
 
+    @property
+    def held(self) -> dict[int, list[Change]]:
+        """The changes held of each query handed over to this evaluator (:class:`ArrivingQueries`)."""
+        return self.arriving.held
+
     def restore(self, saved: SavedState) -> None:
         """Take the state a store saved (before the first plan is adopted)."""
         self.applied_seq = saved.seq
         self._clock = saved.clock
         self._saved_aggregates = dict(saved.aggregates)
-        self.joined = dict(saved.joined)
-        self.held = {qid: list(changes) for qid, changes in saved.held.items()}
-        self.stored = dict(saved.tuples)
+        self.arriving.restore(saved.joined, saved.held)
+        self.stored.restore(saved.tuples)
 
     def adopt(self, plan: EvaluatorPlan, force: bool = False, source_published: int = -1) -> PlanChange | None:
         """Adopt a plan; start, move and stop queries as it says. None if it is the one adopted.
@@ -317,7 +326,7 @@ class StreamSession:
         leaving = previous - set(by_id)
         for qid, query in by_id.items():
             if self.queries.get(qid, query) != query:  # edited: what it holds was made by its old definition
-                self._drop_held(qid)
+                self.arriving.drop_held(qid)
         narrow_now = plan.narrow != self._narrow and not fresh
         self._narrow = plan.narrow
         rebuilt = self.engine.set_plan(queries, aggregates, narrow_now=narrow_now, others=others)
@@ -325,7 +334,7 @@ class StreamSession:
         self.aggregates = {a.id: a for a in aggregates}
         self._views = ResultViews(self.engine)  # the vocabulary may have changed
         if fresh:
-            self.engine.restore(self._stored_ops(schema), self._clock)
+            self.engine.restore(self.stored.inserts(schema), self._clock)
             self.engine.restore_aggregates(self._saved_aggregates)
             self._saved_aggregates = {}
             rebuilt = set(by_id)
@@ -336,76 +345,17 @@ class StreamSession:
                 cleared.append(qid)
             self.live_counts.pop(qid, None)
             self._pending.pop(qid, None)
-            self._drop_held(qid)
-            self._reconcile_on_release.discard(qid)
-        joined = self._take_over(set(plan.handoff.joining), rebuilt, fresh, source_published)
-        released, rebuilt_while_held = self._release(source_published)
+            self.arriving.leave(qid)
+        joined, not_reconciled = self.arriving.take_over(set(plan.handoff.joining), rebuilt, fresh, self.applied_seq,
+                                                         source_published)
+        for qid in not_reconciled:
+            self.live_counts[qid] = len(self.engine.results(qid))
+        rebuilt -= not_reconciled
+        released, rebuilt_while_held = self.arriving.release(source_published)
         reconciled = self._reconcile(rebuilt | rebuilt_while_held)
-        self._refresh_subscriptions(plan)
+        self.subscriptions = plan_subscriptions(plan, self.subscriptions)
         self._set_parse_spec()
         return PlanChange(max(self.applied_seq, 0), tuple(cleared), joined, released, reconciled)
-
-    def _take_over(self, joining: set[int], rebuilt: set[int], fresh: bool,
-                   source_published: int) -> dict[int, int] | None:
-        """Note the seq each query handed over to this evaluator joined at; the new notes, or None if
-        unchanged (they go to the state store, for the supervisor, which ends the hand-off once the
-        other evaluator has published through that seq).
-
-        The evaluator handing a query over publishes its changes up to
-        there, so an arriving query's live set is not reconciled (``rebuilt``
-        loses it) and only the changes of later ops are published, held until
-        that evaluator has published through the join seq (:meth:`_hold`).
-        Nor is a held query whose class is built again here (a fresh engine
-        after a restart, a class rebuilt around it, an edit): a reconcile now
-        would publish at a seq the source has not published through. Its held
-        changes lead the published live set to what the engine held, and it is
-        reconciled once released, after them. A fresh engine (a restart)
-        reconciles a query no longer held as usual: the publish script drops
-        whatever the other evaluator already published at a later seq.
-        """
-        arrived = {qid for qid in joining & rebuilt if qid not in self.joined}
-        kept = {qid: seq for qid, seq in self.joined.items() if qid in joining}
-        changed = bool(arrived) or kept != self.joined
-        self.joined = kept | {qid: self.applied_seq for qid in arrived}
-        assert self.engine is not None
-        for qid in joining & rebuilt:
-            held = self._holding(qid, source_published)
-            if held and qid not in arrived:
-                self._reconcile_on_release.add(qid)
-            if held or (qid in arrived and not fresh):
-                self.live_counts[qid] = len(self.engine.results(qid))
-                rebuilt.discard(qid)
-        return self.joined if changed else None
-
-    def _holding(self, qid: int, source_published: int) -> bool:
-        """Whether a query handed over to this evaluator waits for its source to publish through its join seq."""
-        joined = self.joined.get(qid)
-        return joined is not None and source_published < joined
-
-    def _hold(self, changes: dict[int, list[Change]], source_published: int) -> dict[int, list[ResultView]]:
-        """Hold the batch's changes of the queries still waiting on their source, and put the changes held
-        before in front of the batch's for the queries now released; the live sets to reconcile after them
-        (of the released queries rebuilt while held)."""
-        released, rebuilt_while_held = self._release(source_published)
-        for qid in [qid for qid in changes if self._holding(qid, source_published)]:
-            self.held.setdefault(qid, []).extend(changes.pop(qid))
-            self._held_changed = True
-        for qid, held in released.items():
-            changes[qid] = held + changes.get(qid, [])
-        return self._reconcile(rebuilt_while_held)
-
-    def _release(self, source_published: int) -> tuple[dict[int, list[Change]], set[int]]:
-        """The held changes of the queries no longer held (their source has published through their join
-        seq, or the move ended), and the released queries that were rebuilt while held."""
-        released = {qid: self.held.pop(qid) for qid in list(self.held) if not self._holding(qid, source_published)}
-        self._held_changed |= bool(released)
-        rebuilt_while_held = {qid for qid in self._reconcile_on_release if not self._holding(qid, source_published)}
-        self._reconcile_on_release -= rebuilt_while_held
-        return released, rebuilt_while_held
-
-    def _drop_held(self, qid: int) -> None:
-        if self.held.pop(qid, None) is not None:
-            self._held_changed = True
 
     def _reconcile(self, query_ids: Iterable[int]) -> dict[int, list[ResultView]]:
         """Each query's live set as the engine holds it (what its published one is made equal to)."""
@@ -420,16 +370,6 @@ class StreamSession:
             out[qid] = [self._view(qid, r) for r in results]
         return out
 
-    def _refresh_subscriptions(self, plan: EvaluatorPlan) -> None:
-        """Compile the plan's WXQuery subscriptions anew when they or the DTD changed (their windows restart)."""
-        entries = tuple((s.id, s.text) for s in plan.subscriptions)
-        if not entries or not plan.stream.dtd:
-            self.subscriptions = None
-            return
-        current = self.subscriptions
-        if current is None or current.key != (plan.stream.dtd, entries) or current.stream != plan.stream.name:
-            self.subscriptions = StreamSubscriptions(plan.stream.name, plan.stream.dtd, entries)
-
     def selection_plan(self) -> dict[str, Any]:
         """The selection constructs and sequences the executors use for the next batch."""
         selection = self.engine.admission.selection if self.engine is not None else None
@@ -440,25 +380,6 @@ class StreamSession:
         self.parse_spec = ParseSpec(self.plan.version, self.plan.stream.schema_, tuple(sorted(self.keywords)),
                                     self.selection_plan())
 
-    def _stored_ops(self, schema: Schema) -> list[Op]:
-        """The stored tuples as inserts in event-time order (tuples that ``schema`` no longer admits are dropped)."""
-        loaded = []
-        for ident, (seq, ts, values) in list(self.stored.items()):
-            relation = schema.relations.get(ident[0])
-            checked = None
-            if relation is not None and type(seq) is int and type(ts) in (int, float):
-                try:
-                    checked = relation.validate_tuple(values)
-                except ValueRejected:
-                    pass
-            if relation is None or checked is None:
-                del self.stored[ident]
-                self._dirty.add(ident)
-                continue
-            loaded.append((ts, seq, Op("insert", ident[0], checked[relation.key], checked, float(ts))))
-        loaded.sort(key=lambda item: (item[0], item[1]))
-        return [op for _, _, op in loaded]
-
     def _new_engine(self, schema: Schema) -> None:
         """The first plan, or a new schema: a fresh engine (it takes back the stored tuples that still parse)."""
         kind, period, mu = self.asc
@@ -466,7 +387,7 @@ class StreamSession:
             self._clock = self.engine.last_ts
         self.schema = schema
         self.engine = SharedEngine(schema, self.sharing, sink=self._on_change, aggregate_sink=self._on_value,
-                                   forget=self._on_forget, selection_kind=kind, selection_period=period,
+                                   forget=self.stored.forget, selection_kind=kind, selection_period=period,
                                    selection_mu=mu)
         self.queries = {}
         self.aggregates = {}
@@ -483,10 +404,6 @@ class StreamSession:
         assert self.stream_id is not None
         self._values.append(AggregateValue(stream=self.stream_id, aggregate=aggregate_id, seq=self._seq,
                                            window_end=window_end, value=value, ts=self.clock()))
-
-    def _on_forget(self, relation: str, key: Any) -> None:
-        self.stored.pop((relation, key), None)
-        self._dirty.add((relation, key))
 
     def _view(self, qid: int, result: Result) -> ResultView:
         return self._views.of(qid, result)[0]
@@ -559,7 +476,7 @@ class StreamSession:
         if selection is not None:
             events += selection.drain_events(self.stream_id, now)
         changes, self._pending = self._pending, {}
-        reconciled = self._hold(changes, source_published)
+        reconciled = self._reconcile(self.arriving.hold(changes, source_published))
         values, self._values = self._values, []
         self._views.clear()
         return BatchOutput(changes=changes, reconciled=reconciled, values=values, items=items, events=events,
@@ -589,8 +506,7 @@ class StreamSession:
         ident = (op.relation, op.key)
         if op.kind == "insert":
             assert op.values is not None
-            self.stored[ident] = (row.seq, op.ts, op.values)
-            self._dirty.add(ident)
+            self.stored.put(ident, row.seq, op.ts, op.values)
             if not self.engine.store.rows[op.relation][op.key].qmask:
                 self._dropped += 1
         return None
@@ -621,10 +537,8 @@ class StreamSession:
         """What changed in the saved state since the last call: the tuples, the applied seq, the values not
         yet published (``outbox``; None: those made since the last batch), the aggregate windows, the
         stream clock and the held changes."""
-        tuples = {ident: self.stored.get(ident) for ident in self._dirty}
-        self._dirty = set()
-        held = {qid: list(changes) for qid, changes in self.held.items()} if self._held_changed else None
-        self._held_changed = False
+        tuples = self.stored.take_changed()
+        held = self.arriving.held_to_save()
         engine = self.engine
         return StateWrite(tuples=tuples, seq=self.applied_seq, outbox=list(self._values if outbox is None else outbox),
                           aggregates=engine.aggregate_state() if engine is not None and engine.aggregate_classes
