@@ -386,7 +386,7 @@ class StreamSession:
         if self.engine is not None:
             self._clock = self.engine.last_ts
         self.schema = schema
-        self.engine = SharedEngine(schema, self.sharing, sink=self._on_change, aggregate_sink=self._on_value,
+        self.engine = SharedEngine(schema, self.sharing, delivery_sink=self._on_delivery, aggregate_sink=self._on_value,
                                    forget=self.stored.forget, selection_kind=kind, selection_period=period,
                                    selection_mu=mu)
         self.queries = {}
@@ -394,11 +394,18 @@ class StreamSession:
 
     # ----------------------------------------------------------- engine sinks
 
-    def _on_change(self, qid: int, kind: str, result: Result) -> None:
-        view, view_json = self._views.of(qid, result)
-        payload = change_json("add" if kind == "add" else "remove", qid, self._seq, view_json)
-        self._pending.setdefault(qid, []).append((kind, view.key, payload, self._seq))
-        self.live_counts[qid] = self.live_counts.get(qid, 0) + (1 if kind == "add" else -1)
+    def _on_delivery(self, receivers: int, kind: str, result: Result) -> None:
+        """A class's result added or removed for the queries of the mask ``receivers`` (members of that
+        class): its view made once, a change line per query."""
+        assert self.engine is not None
+        qids = self.engine.query_ids(receivers)
+        view, view_json = self._views.of(qids[0], result)
+        change = "add" if kind == "add" else "remove"
+        step = 1 if kind == "add" else -1
+        seq, key, pending, counts = self._seq, view.key, self._pending, self.live_counts
+        for qid in qids:
+            pending.setdefault(qid, []).append((kind, key, change_json(change, qid, seq, view_json), seq))
+            counts[qid] = counts.get(qid, 0) + step
 
     def _on_value(self, aggregate_id: int, window_end: float, value: Any) -> None:
         assert self.stream_id is not None
