@@ -61,6 +61,8 @@ from .properties import AggregateProperties, QueryProperties
 __all__ = ["SHARING_MODES", "SharedEngine"]
 
 SHARING_MODES = ("match", "widen")
+# up to this many vocabulary words a text is tested for each as a substring before it is tokenized
+_PREFILTER_WORDS = 16
 
 #: ``sink(query id, "add" | "remove", result)``
 QuerySink = Callable[[int, str, Result], None]
@@ -366,23 +368,28 @@ class SharedEngine(StreamRules):
     # -- ops ---------------------------------------------------------------------------
 
     def _classify(self, relation: str, values: dict) -> int:
-        """The tuple's keywords as bits of the stream's vocabulary (a substring test skips most text)."""
+        """The tuple's keywords as bits of the stream's vocabulary (with a few words, a substring test
+        skips most text; with many, each token is looked up)."""
         mask = 0
         words = self._keyword_words
         if not words:
             return 0
         vocabulary = self.vocabulary
+        prefilter = len(words) <= _PREFILTER_WORDS
         for attr in self._searchable[relation]:
             value = values.get(attr)
             if value.__class__ is str:
                 low = value.casefold()
-                for word in words:
-                    if word in low:
-                        for token in tokens(low):
-                            bit = vocabulary.get(token)
-                            if bit is not None:
-                                mask |= 1 << bit
-                        break
+                if prefilter:
+                    for word in words:
+                        if word in low:
+                            break
+                    else:
+                        continue
+                for token in tokens(low):
+                    bit = vocabulary.get(token)
+                    if bit is not None:
+                        mask |= 1 << bit
         return mask
 
     def apply(self, op: Op, qmask: int | None = None,
