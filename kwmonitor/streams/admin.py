@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils.html import format_html
 from kombu.exceptions import OperationalError
@@ -228,13 +229,35 @@ def _live(evaluator: Evaluator) -> Liveness:
     return cached
 
 
+class LiveStatusFilter(admin.SimpleListFilter):
+    """The evaluators whose live status (their heartbeat's, :mod:`kwmonitor.streams.liveness`) is the one chosen."""
+
+    title = "status now"
+    parameter_name = "now"
+
+    def lookups(self, request, model_admin) -> list[tuple[str, str]]:
+        return [(s, s) for s in ("running", "starting", "restarting", "stalled", "unresponsive", "failed", "stopping",
+                                 "stopped")]
+
+    def queryset(self, request, queryset: QuerySet) -> QuerySet:
+        if self.value() is None:
+            return queryset
+        evaluators = list(queryset)
+        try:
+            lives = read_liveness(redis_client(), evaluators)
+        except RedisError as exc:
+            messages.error(request, f"Cannot tell the status now: Redis does not answer ({exc}).")
+            return queryset.none()
+        return queryset.filter(pk__in=[e.pk for e, live in zip(evaluators, lives) if live.status == self.value()])
+
+
 @admin.register(Evaluator)
 class EvaluatorAdmin(admin.ModelAdmin):
     list_display = (
         "__str__", "role", "desired", "status_now", "process_now", "lifecycle", "pid", "host", "started_at",
         "plan_version", "restarts", "last_error",
     )
-    list_filter = ("lifecycle", "desired", "role")
+    list_filter = (LiveStatusFilter, "lifecycle", "desired", "role")
     readonly_fields = ["status_now", "detail_now", "process_now", *(f.name for f in Evaluator._meta.fields)]
     actions = ["start", "stop"]
 

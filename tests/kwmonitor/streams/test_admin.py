@@ -49,7 +49,7 @@ def test_regenerate_token_action(staff_client, shop):
 
 
 @pytest.mark.redis
-def test_the_evaluator_list_shows_the_status_now(staff_client, shop, photons_stream, redis_client):
+def test_the_evaluator_list_shows_and_filters_by_the_status_now(staff_client, shop, photons_stream, redis_client):
     beating, silent = Evaluator.objects.get(stream=shop), Evaluator.objects.get(stream=photons_stream)
     Evaluator.objects.update(desired="running", lifecycle="stopped")
     bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=beating.pk, stream=shop.pk, status="running", pid=7,
@@ -59,6 +59,10 @@ def test_the_evaluator_list_shows_the_status_now(staff_client, shop, photons_str
     rows = dict(re.findall(r'name="_selected_action" value="(\d+)"[^>]*>(.*?)</tr>', page, re.S))
     assert '<span title="">running</span>' in rows[str(beating.pk)] and "pid 7 on there, plan v3" in rows[str(beating.pk)]
     assert '<span title="">stopped</span>' in rows[str(silent.pk)]
+    running = staff_client.get(url, {"now": "running"}).content.decode()
+    assert str(beating) in running and str(silent) not in running
+    stopped = staff_client.get(url, {"now": "stopped"}).content.decode()
+    assert str(silent) in stopped and str(beating) not in stopped
 
 
 @pytest.mark.redis
