@@ -114,7 +114,8 @@ class Snapshot(_Payload):
 
 
 class EvaluatorStatus(_Payload):
-    """A process's heartbeat (and, published on the stream's events, a status transition).
+    """A process's heartbeat (and, published on the stream's events, a status transition: the process's own,
+    or one the supervisor made, docs/feeds.md).
 
     The progress fields make the heartbeat say whether the apply loop moves,
     not only that the process lives: ``applied_seq`` is the last seq of the
@@ -248,12 +249,13 @@ class ComponentHealth(_Payload):
 class StreamHealth(_Payload):
     """A stream as it is now: its evaluator's liveness (from the heartbeat) and its input.
 
-    ``evaluator`` is the heartbeat's status while the heartbeat is fresh,
-    ``unresponsive`` when an evaluator that should run has none, ``stalled``
-    when its fresh heartbeat says it applied no batch for
-    ``EVALUATOR_STALL_SECONDS`` while input waited, else the recorded
-    status. ``input_rate`` is ops ingested per second over the last
-    ``rate_window`` seconds; ``idle`` says none came in that window, and
+    ``evaluator`` is the heartbeat's status while the heartbeat is current,
+    ``stalled`` when it says it applied no batch for ``EVALUATOR_STALL_SECONDS``
+    while input waited; without one, what the supervisor last did, a launched
+    process being ``unresponsive`` once it went silent or its first heartbeat
+    is overdue (``kwmonitor.streams.liveness``); ``pid`` and ``host`` are the
+    current heartbeat's. ``input_rate`` is ops ingested per second over the
+    last ``rate_window`` seconds; ``idle`` says none came in that window, and
     ``last_op_at`` when the last one did (unix time, None: never).
     """
 

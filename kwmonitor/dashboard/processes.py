@@ -3,21 +3,19 @@ the sharing classes placed on each evaluator, its rate and its lag behind ingest
 
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping
 
 import redis
 
 from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.liveness import read_liveness
 from kwmonitor.streams.models import Evaluator, Stream
 from streaming import bus
 from streaming.evaluator_state import StateField
-from streaming.events import BatchMetrics, EvaluatorStatus
+from streaming.events import BatchMetrics
 from streaming.placement import Placement, units_of
 from streaming.schema import Schema
 from streaming.sharing.properties import QueryEntry
-
-from .health import evaluator_liveness
 
 __all__ = ["stream_processes"]
 
@@ -57,30 +55,26 @@ def stream_processes(client: redis.Redis, stream: Stream, metrics: Mapping[int, 
     rows = sorted((e for e in stream.evaluators.all() if e.wanted), key=Evaluator.process_order)
     if not rows:
         return []
+    lives = read_liveness(client, rows)
     with client.pipeline(transaction=False) as pipe:
         for e in rows:
-            pipe.get(bus.Keys.heartbeat(e.pk))
-            pipe.get(bus.Keys.last_heartbeat(e.pk))
             pipe.hmget(bus.Keys.evaluator_state(e.pk), StateField.SEQ, StateField.BATCH_MS, StateField.ROWS_PER_SECOND)
         pipe.get(bus.Keys.stream_seq(stream.pk))
         replies = pipe.execute()
     ingested = int(replies[-1]) - 1 if replies[-1] else -1
     classes = _classes(stream, Placement.from_json(stream.placement), stream.evaluator.pk, visible)
-    now = time.time()
     out = []
-    for i, e in enumerate(rows):
-        raw_beat, last_seen, (applied, batch_ms, rows_per_second) = replies[3 * i:3 * i + 3]
-        heartbeat = EvaluatorStatus.model_validate_json(raw_beat) if raw_beat else None
-        status, detail, _ = evaluator_liveness(e, heartbeat, now, float(last_seen) if last_seen else None)
+    for e, live, (applied, batch_ms, rows_per_second) in zip(rows, lives, replies):
         applied_seq = int(applied) if applied is not None and e.role != "capture" else None
         batch = metrics.get(e.pk)
         if batch is not None:  # an evaluator: its last batch metrics event; the pre-processor: its state hash
             batch_ms, rows_per_second = batch.duration_ms, batch.rows_per_second
         out.append({
-            "id": e.pk, "name": str(e), "role": e.get_role_display(), "status": status, "detail": detail,
-            "pid": e.pid, "host": e.host, "applied_seq": applied_seq,
+            "id": e.pk, "name": str(e), "role": e.get_role_display(), "status": live.status, "detail": live.detail,
+            "pid": live.pid, "host": live.host, "applied_seq": applied_seq,
             "lag": max(0, ingested - applied_seq) if applied_seq is not None else None,
-            "rows_per_second": float(rows_per_second) if rows_per_second is not None and status == "running" else None,
+            "rows_per_second": (float(rows_per_second) if rows_per_second is not None and live.status == "running"
+                                else None),
             "batch_ms": float(batch_ms) if batch_ms is not None else None,
             "classes": classes.get(e.pk, []) if e.role in ("primary", "secondary") else [],
         })

@@ -22,14 +22,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from kwmonitor.streams.connection import redis_client
-from kwmonitor.streams.models import Evaluator, Stream
+from kwmonitor.streams.liveness import liveness, read_liveness
+from kwmonitor.streams.models import Stream
 from kwmonitor.streams.postgres import read_slot_report
 from streaming import bus
 from streaming.evaluator_state import StateField
-from streaming.events import EvaluatorStatus
 
 from .access import visible_streams
-from .health import evaluator_liveness
 
 __all__ = ["REFRESH_MS", "source_panel", "source_fragment"]
 
@@ -46,19 +45,17 @@ def source_panel(stream: Stream) -> dict[str, Any] | None:
     panel: dict[str, Any] = {"stream": stream, "refresh_ms": REFRESH_MS, "capture": capture}
     try:
         client = redis_client()
-        raw_beat = client.get(bus.Keys.heartbeat(capture.pk)) if capture else None
+        live = read_liveness(client, [capture])[0] if capture else liveness(None, None, time.time())
         raw_progress = client.hget(bus.Keys.evaluator_state(capture.pk), StateField.CAPTURE) if capture else None
         slot = read_slot_report(client, stream.pk)
     except redis.RedisError as exc:
         return {**panel, "error": f"the bus (Redis) does not answer: {exc}"}
-    heartbeat = EvaluatorStatus.model_validate_json(raw_beat) if raw_beat else None
-    status, detail, _ = evaluator_liveness(capture, heartbeat, time.time())
     progress = orjson.loads(raw_progress) if raw_progress else None
-    running = status == "running"
+    running = live.status == "running"
     return {
         **panel,
-        "status": status,
-        "detail": detail,
+        "status": live.status,
+        "detail": live.detail,
         "progress": progress,
         "running": running,
         "slot": slot,

@@ -1,4 +1,9 @@
-"""Admin for streams, evaluators (start/stop through Celery) and the read-only history."""
+"""Admin for streams, evaluators (start/stop through Celery) and the read-only history.
+
+An evaluator's live status is its heartbeat's, read through
+:func:`kwmonitor.streams.liveness.read_liveness` like on every page; its row
+holds only what the supervisor did (the lifecycle).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from datetime import datetime, timezone
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils.html import format_html
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
@@ -19,6 +26,7 @@ from streaming.sources import ingest_clock
 from streaming.sources.registry import STREAM_KINDS
 
 from .connection import redis_client
+from .liveness import Liveness, read_liveness
 from .models import (
     DeadLetterRecord,
     DroppingSample,
@@ -147,7 +155,7 @@ class StreamAdmin(admin.ModelAdmin):
     @admin.display(description="evaluator")
     def evaluator_status(self, obj: Stream) -> str:
         evaluator = Evaluator.objects.filter(stream=obj, role="primary").first()
-        return f"{evaluator.status} (wants {evaluator.desired})" if evaluator else "-"
+        return f"{_live(evaluator).status} (wants {evaluator.desired})" if evaluator else "-"
 
     @admin.display(description="ingest endpoint")
     def ingest_url(self, obj: Stream) -> str:
@@ -209,15 +217,67 @@ def _enqueue(modeladmin, request, queryset, task, verb: str) -> None:
     modeladmin.message_user(request, f"Asked the workers to {verb} {len(ids)} evaluator(s).", messages.SUCCESS)
 
 
+def _live(evaluator: Evaluator) -> Liveness:
+    """The evaluator's liveness, read once per object shown (Redis away: said so, as the status)."""
+    cached = getattr(evaluator, "_liveness", None)
+    if cached is None:
+        try:
+            cached = read_liveness(redis_client(), [evaluator])[0]
+        except RedisError as exc:
+            cached = Liveness(status="unknown", detail=f"Redis does not answer: {exc}")
+        evaluator._liveness = cached  # type: ignore[attr-defined]
+    return cached
+
+
+class LiveStatusFilter(admin.SimpleListFilter):
+    """The evaluators whose live status (their heartbeat's, :mod:`kwmonitor.streams.liveness`) is the one chosen."""
+
+    title = "status now"
+    parameter_name = "now"
+
+    def lookups(self, request, model_admin) -> list[tuple[str, str]]:
+        return [(s, s) for s in ("running", "starting", "restarting", "stalled", "unresponsive", "failed", "stopping",
+                                 "stopped")]
+
+    def queryset(self, request, queryset: QuerySet) -> QuerySet:
+        if self.value() is None:
+            return queryset
+        evaluators = list(queryset)
+        try:
+            lives = read_liveness(redis_client(), evaluators)
+        except RedisError as exc:
+            messages.error(request, f"Cannot tell the status now: Redis does not answer ({exc}).")
+            return queryset.none()
+        return queryset.filter(pk__in=[e.pk for e, live in zip(evaluators, lives) if live.status == self.value()])
+
+
 @admin.register(Evaluator)
 class EvaluatorAdmin(admin.ModelAdmin):
     list_display = (
-        "__str__", "role", "desired", "status", "pid", "host", "heartbeat_at", "plan_version", "running_plan_version",
-        "restarts", "last_error",
+        "__str__", "role", "desired", "status_now", "process_now", "lifecycle", "pid", "host", "started_at",
+        "plan_version", "restarts", "last_error",
     )
-    list_filter = ("status", "desired", "role")
-    readonly_fields = [f.name for f in Evaluator._meta.fields]
+    list_filter = (LiveStatusFilter, "lifecycle", "desired", "role")
+    readonly_fields = ["status_now", "detail_now", "process_now", *(f.name for f in Evaluator._meta.fields)]
     actions = ["start", "stop"]
+
+    @admin.display(description="status now")
+    def status_now(self, obj: Evaluator) -> str:
+        """What it does now, from its heartbeat (the detail on hover)."""
+        live = _live(obj)
+        return format_html('<span title="{}">{}</span>', live.detail, live.status)
+
+    @admin.display(description="detail now")
+    def detail_now(self, obj: Evaluator) -> str:
+        return _live(obj).detail or "-"
+
+    @admin.display(description="process now")
+    def process_now(self, obj: Evaluator) -> str:
+        """The process its current heartbeat comes from, and the plan it runs ("-": no current heartbeat)."""
+        live = _live(obj)
+        if not live.beating:
+            return "-"
+        return f"pid {live.pid} on {live.host or '?'}, plan v{live.plan_version}"
 
     def has_add_permission(self, request) -> bool:
         return False  # created with the stream, as its configuration asks

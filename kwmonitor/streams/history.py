@@ -171,8 +171,8 @@ class HistoryPersister:
                         **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
                         value=event.value,
                     ))
-                # Evaluator status and sharing reports are live-only: the Evaluator row and Redis hold
-                # the current ones.
+                # Evaluator status and sharing reports are live-only: the heartbeat (with the supervisor's
+                # lifecycle in the Evaluator row) and Redis hold the current ones.
             return out
 
         return self._persist(Keys.stream_events(stream_id), rows)

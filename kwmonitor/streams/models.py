@@ -315,13 +315,15 @@ class Evaluator(models.Model):
     """One process of a stream: its primary evaluator, a secondary one, or its pre-processor.
 
     The operator starts and stops the primary; the others follow it while
-    the stream wants them (``evaluator_processes``, ``preprocess``).
+    the stream wants them (``evaluator_processes``, ``preprocess``). The row
+    holds what the operator wants (``desired``) and what the supervisor did
+    (``lifecycle``, the launch, the last error and restart): never what the
+    process's heartbeat says, which is its live status
+    (:mod:`kwmonitor.streams.liveness`).
     """
 
     DESIRED = (("running", "running"), ("stopped", "stopped"))
-    STATUSES = tuple(
-        (s, s) for s in ("stopped", "starting", "running", "stopping", "failed", "restarting")
-    )
+    LIFECYCLES = tuple((s, s) for s in ("launched", "stopping", "stopped", "failed"))
     ROLES = (("primary", "primary evaluator"), ("secondary", "secondary evaluator"), ("preprocessor", "pre-processor"),
              ("capture", "capture"))
 
@@ -329,17 +331,23 @@ class Evaluator(models.Model):
     role = models.CharField(max_length=16, choices=ROLES, default="primary")
     slot = models.PositiveSmallIntegerField(default=0, help_text="Secondary evaluators: 1, 2, ...")
     desired = models.CharField(max_length=16, choices=DESIRED, default="stopped")
-    status = models.CharField(max_length=16, choices=STATUSES, default="stopped")
-    pid = models.IntegerField(null=True, blank=True)
-    host = models.CharField(max_length=255, blank=True)
+    lifecycle = models.CharField(
+        max_length=16, choices=LIFECYCLES, default="stopped",
+        help_text="What the supervisor last did with the process: launched it, is stopping it, stopped it, or saw "
+                  "it fail (last error, next restart). Whether it runs now is its heartbeat's word, never stored "
+                  "here.")
+    lifecycle_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the supervisor recorded it: a heartbeat written before a launch, "
+                                         "stop or failure recorded later is out of date.")
+    pid = models.IntegerField("launched pid", null=True, blank=True,
+                              help_text="The process the supervisor launched (none once it stopped or failed).")
+    host = models.CharField("launched on", max_length=255, blank=True, help_text="The host it was launched on.")
     command = models.JSONField(default=list, blank=True, help_text="The command line the process was started with.")
     process_start = models.BigIntegerField(
         null=True, blank=True, help_text="Start time of the process (clock ticks since boot): tells a recycled pid apart."
     )
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When the supervisor last launched it.")
     plan_version = models.PositiveIntegerField(default=0, help_text="Version of the last plan written.")
-    running_plan_version = models.PositiveIntegerField(default=0, help_text="Plan version of the last heartbeat.")
     restarts = models.PositiveIntegerField(default=0)
     failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures (sets the restart backoff).")
     next_restart_at = models.DateTimeField(null=True, blank=True)

@@ -1,20 +1,23 @@
-"""The one place the web tier sends events to dashboards: evaluator status and query edits.
+"""The one place the web tier sends events to dashboards: the supervisor's transitions and query edits.
 
-Status events go to the stream's Redis event stream
-(``bus.publish_stream_event``), query edits to the query's change stream
-(``bus.publish_query_config``), where dashboards and feed clients read them.
-They are sent only after the database transaction that recorded the change
-commits, so a browser never sees a state the database then rolls back, and a
-query edited several times in one transaction (the admin saves the query,
-then each predicate) is announced once, with its committed state.
+The supervisor's transitions of an evaluator (a launch, announced as
+``starting`` or ``restarting``; ``stopping``, ``stopped``, ``failed``) go to
+the stream's Redis event stream (``bus.publish_stream_event``) as
+``evaluator.status`` events, next to those the process publishes about
+itself with its heartbeat (``running`` and the others); query edits go to the
+query's change stream (``bus.publish_query_config``), where dashboards and
+feed clients read them. They are sent only after the database transaction
+that recorded the change commits, so a browser never sees a state the
+database then rolls back, and a query edited several times in one
+transaction (the admin saves the query, then each predicate) is announced
+once, with its committed state.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-
-from typing import Any
+from typing import Any, Literal
 
 from django.db import connection, transaction
 
@@ -25,13 +28,17 @@ from streaming.events import EvaluatorStatus, QueryConfig, QueryUpdated
 from .connection import redis_client
 from .models import Evaluator
 
-__all__ = ["send_status", "query_config", "send_query_update"]
+__all__ = ["Transition", "send_status", "query_config", "send_query_update"]
 
 log = logging.getLogger(__name__)
 
+#: What the supervisor announces: a launch ("starting", "restarting" after a failure), a stop, a failure.
+Transition = Literal["starting", "restarting", "stopping", "stopped", "failed"]
 
-def send_status(evaluator: Evaluator, status: str, detail: str = "") -> EvaluatorStatus:
-    """Publish the evaluator's status (as recorded now) once the transaction commits."""
+
+def send_status(evaluator: Evaluator, status: Transition, detail: str = "") -> EvaluatorStatus:
+    """Announce a transition the supervisor made once the transaction recording it commits (with the launched
+    pid and host, and the plan version last written)."""
     event = EvaluatorStatus(
         evaluator=evaluator.pk,
         stream=evaluator.stream_id,

@@ -8,19 +8,24 @@ secondary evaluators, pre-processor and capture follow it while the stream
 wants them, and a secondary evaluator's first start copies the
 primary's stored tuples and applied seq, so every evaluator of a stream
 holds the same store (``streaming.placement``). The database records what the
-operator wants (``desired``) and what was seen (``status``, ``pid``, ``host``,
-``heartbeat_at``). :meth:`Supervisor.supervise`, run by Celery beat every few
-seconds, makes the two agree: it (re)starts an evaluator that should run and
-has died, gone silent or stalled (its heartbeat says no batch was applied for
+operator wants (``desired``) and what the supervisor did (``lifecycle``:
+launched, stopping, stopped, failed, and when; the launched ``pid`` and
+``host``; the last error and the next restart), never what a heartbeat says:
+that is the live status (:mod:`kwmonitor.streams.liveness`), and the process
+announces its own transitions (running, ...) on the stream's events.
+:meth:`Supervisor.supervise`, run by Celery beat every few seconds, makes the
+two agree: it (re)starts an evaluator that should run and has died, gone
+silent (no heartbeat for ``heartbeat_timeout`` after its last one, or for
+``start_grace`` after its launch, counted from Redis's start if that is
+later) or stalled (its heartbeat says no batch was applied for
 ``stall_seconds`` while input waited), with an exponential backoff over
-consecutive failures, and stops one that should not run. An op that
-stalled or crashed an evaluator ``poison_failures`` times in a row is set
-aside for the stream as a dead letter (``bus.Keys.stream_poison``), so the
-restarted evaluator goes past it (docs/ops.md, "Stalls and poison ops").
-Each evaluator row is claimed
-with ``SELECT ... FOR UPDATE SKIP LOCKED``, so several workers never act on
-the same evaluator at once. Status changes reach dashboards through
-:mod:`kwmonitor.streams.sender` after commit.
+consecutive failures, and stops one that should not run. An op that stalled
+or crashed an evaluator ``poison_failures`` times in a row is set aside for
+the stream as a dead letter (``bus.Keys.stream_poison``), so the restarted
+evaluator goes past it (docs/ops.md, "Stalls and poison ops"). Each
+evaluator row is claimed with ``SELECT ... FOR UPDATE SKIP LOCKED``, so
+several workers never act on the same evaluator at once. Its transitions
+reach dashboards through :mod:`kwmonitor.streams.sender` after commit.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -46,11 +52,13 @@ from streaming.evaluator_state import StateField
 from streaming.events import EvaluatorStatus
 
 from .connection import redis_client
+from .liveness import seen_since_launch
 from .models import Evaluator, Stream
 from .plans import advance_placement, publish_plan
-from .sender import send_status
+from .sender import Transition, send_status
 
-__all__ = ["SupervisorSettings", "Supervisor", "process_alive", "process_start_ticks", "spawn_detached", "backoff_seconds"]
+__all__ = ["SupervisorSettings", "Supervisor", "process_alive", "process_start_ticks", "spawn_detached", "backoff_seconds",
+           "redis_started_at"]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +172,11 @@ def spawn_detached(command: list[str], log_path: Path, cwd: Path) -> int:
     return int(reply)
 
 
+def redis_started_at(client: redis.Redis) -> float:
+    """When the Redis server started (unix time)."""
+    return time.time() - float(client.info("server")["uptime_in_seconds"])
+
+
 def _signal_group(pid: int, start_ticks: int | None, sig: int) -> None:
     """Signal the evaluator's process group (it leads its own session), if it is still that process."""
     if not process_alive(pid, start_ticks):
@@ -263,7 +276,7 @@ class Supervisor:
             if not remote and not self._runs_here(evaluator):
                 self._set_stopped(evaluator, "stopped by the operator")
                 return evaluator
-            evaluator.status = "stopping"
+            self._record(evaluator, "stopping")
             evaluator.save()
             send_status(evaluator, "stopping", "stopped by the operator")
         if remote:  # only its own host can signal it: that host's supervise round will
@@ -293,8 +306,8 @@ class Supervisor:
                 pid, start = evaluator.pid, evaluator.process_start
                 if not pid or not self._runs_here(evaluator):
                     continue
-                evaluator.status = "stopping"
-                evaluator.save(update_fields=["status"])
+                self._record(evaluator, "stopping")
+                evaluator.save(update_fields=["lifecycle", "lifecycle_at"])
                 send_status(evaluator, "stopping", "the installation is shutting down")
             detail = "the installation shut down" + self._terminate_process(pid, start)
             with transaction.atomic():
@@ -347,7 +360,7 @@ class Supervisor:
                 return "stopped"
             if evaluator.pid and not self._local(evaluator) and self._beating(evaluator):
                 return ""  # alive on another host, whose supervisor stops it
-            if evaluator.status != "stopped":
+            if evaluator.lifecycle != "stopped":
                 self._set_stopped(evaluator, "")
                 return "marked stopped"
             return ""
@@ -381,13 +394,15 @@ class Supervisor:
             self._fail(evaluator, reason, now)
             return "stalled"
         if heartbeat is not None:
-            return self._alive(evaluator, heartbeat, now)
+            self._alive(evaluator, now)
+            return ""
 
-        started = evaluator.started_at or now
-        seen_since_start = evaluator.heartbeat_at is not None and evaluator.heartbeat_at >= started
-        last_sign = evaluator.heartbeat_at if seen_since_start else started
-        limit = self.config.heartbeat_timeout if seen_since_start else self.config.start_grace
-        silent_for = (now - last_sign).total_seconds()
+        seen = self._seen(evaluator)
+        since = seen if seen is not None else (evaluator.started_at or now).timestamp()
+        # no heartbeat can have been heard before Redis (re)started (an empty Redis lost the last one's time)
+        since = max(since, redis_started_at(redis_client()))
+        limit = self.config.heartbeat_timeout if seen is not None else self.config.start_grace
+        silent_for = now.timestamp() - since
         if silent_for > limit:
             reason = f"no heartbeat for {silent_for:.0f} s"
             if self._local(evaluator):
@@ -435,6 +450,19 @@ class Supervisor:
         heartbeat = bus.read_heartbeat(redis_client(), evaluator.pk)
         return heartbeat if heartbeat is not None and heartbeat.pid in (None, evaluator.pid) else None
 
+    def _seen(self, evaluator: Evaluator) -> float | None:
+        """When the launched process last beat, if it beat since its launch (None: not seen since).
+
+        The time kept in Redis is that of the last heartbeat of any process;
+        while another process's heartbeat is there (``_beating`` refused it),
+        nothing is known of this one.
+        """
+        client = redis_client()
+        if client.exists(bus.Keys.heartbeat(evaluator.pk)):
+            return None
+        seen = bus.read_last_heartbeat_at(client, evaluator.pk)
+        return seen if seen_since_launch(evaluator, seen) else None
+
     def _runs_here(self, evaluator: Evaluator) -> bool:
         return bool(evaluator.pid) and self._local(evaluator) and process_alive(evaluator.pid, evaluator.process_start)
 
@@ -469,11 +497,13 @@ class Supervisor:
             pipe.hset(state_key, mapping={StateField.SEQ: seq, **({StateField.CLOCK: clock} if clock else {})})
             pipe.execute()
 
-    def _launch(self, evaluator: Evaluator, status: str) -> None:
+    def _launch(self, evaluator: Evaluator, status: Transition) -> None:
+        """Launch the process; ``status`` ("starting", or "restarting" after a failure) is the event announcing it."""
         self._ensure_plan(evaluator)
         self.seed(evaluator)
         command = self.command_for(evaluator)
         evaluator.checkpoint_dir().mkdir(parents=True, exist_ok=True)
+        launched = timezone.now()  # before the spawn: every heartbeat of the new process comes after it
         try:
             pid = spawn_detached(command, self.log_path(evaluator), Path(settings.BASE_DIR))
         except OSError as exc:
@@ -483,32 +513,31 @@ class Supervisor:
             evaluator.restarts += 1
         evaluator.pid, evaluator.host, evaluator.command = pid, self.hostname, command
         evaluator.process_start = process_start_ticks(pid)
-        evaluator.status, evaluator.started_at, evaluator.next_restart_at = status, timezone.now(), None
+        evaluator.started_at, evaluator.next_restart_at = launched, None
+        self._record(evaluator, "launched", launched)
         evaluator.save()
         send_status(evaluator, status, f"started pid {pid} on {self.hostname}")
         log.info("evaluator %s: %s pid %s", evaluator.pk, status, pid)
 
-    def _alive(self, evaluator: Evaluator, heartbeat: EvaluatorStatus, now: dt.datetime) -> str:
-        evaluator.heartbeat_at = now
-        evaluator.running_plan_version = heartbeat.plan_version
+    def _alive(self, evaluator: Evaluator, now: dt.datetime) -> None:
+        """A beating process: once it has beaten ``stable_after`` past its launch, earlier failures no longer
+        lengthen the backoff. What its heartbeat says is not recorded: it is the live status itself."""
         stable = evaluator.started_at is not None and (now - evaluator.started_at).total_seconds() >= self.config.stable_after
-        if stable:
+        if stable and evaluator.failures:
             evaluator.failures = 0
-        # A process still starting (a Spark driver takes a while) beats with status "starting".
-        changed = heartbeat.status == "running" and evaluator.status != "running"
-        if changed:
-            evaluator.status = "running"
-        evaluator.save(update_fields=["heartbeat_at", "running_plan_version", "failures", "status"])
-        if changed:
-            send_status(evaluator, "running", heartbeat.detail)
-            return "running"
-        return ""
+            evaluator.save(update_fields=["failures"])
+
+    @staticmethod
+    def _record(evaluator: Evaluator, lifecycle: str, at: dt.datetime | None = None) -> None:
+        """Set what the supervisor did (saved by the caller), as of ``at`` (default: now, after the deed)."""
+        evaluator.lifecycle, evaluator.lifecycle_at = lifecycle, at or timezone.now()
 
     def _fail(self, evaluator: Evaluator, reason: str, now: dt.datetime) -> None:
         evaluator.failures += 1
         delay = backoff_seconds(evaluator.failures, self.config.backoff, self.config.backoff_max)
-        evaluator.status, evaluator.pid, evaluator.last_error = "failed", None, reason
+        evaluator.pid, evaluator.last_error = None, reason
         evaluator.next_restart_at = now + dt.timedelta(seconds=delay)
+        self._record(evaluator, "failed")
         evaluator.save()
         send_status(evaluator, "failed", f"{reason}; restart in {delay:.0f} s")
         log.warning("evaluator %s failed (%s); restart in %.0f s", evaluator.pk, reason, delay)
@@ -538,6 +567,7 @@ class Supervisor:
         self._set_stopped(evaluator, detail)
 
     def _set_stopped(self, evaluator: Evaluator, detail: str) -> None:
-        evaluator.status, evaluator.pid = "stopped", None
+        evaluator.pid = None
+        self._record(evaluator, "stopped")
         evaluator.save()
         send_status(evaluator, "stopped", detail)

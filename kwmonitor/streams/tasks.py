@@ -17,7 +17,7 @@ from streaming.sources import prune_archives
 
 from .connection import redis_client
 from .history import HistoryPersister
-from .models import Stream
+from .models import Evaluator, Stream
 from .postgres import watch_slots
 from .supervisor import Supervisor
 
@@ -25,8 +25,10 @@ __all__ = ["start_evaluator", "stop_evaluator", "supervise", "persist_history", 
            "watch_capture_slots"]
 
 
-def _describe(evaluator) -> dict:
-    return {"evaluator": evaluator.pk, "desired": evaluator.desired, "status": evaluator.status, "pid": evaluator.pid}
+def _describe(evaluator: Evaluator) -> dict:
+    """What the supervisor did (the lifecycle it recorded and the launched pid): the task's result."""
+    return {"evaluator": evaluator.pk, "desired": evaluator.desired, "lifecycle": evaluator.lifecycle,
+            "pid": evaluator.pid}
 
 
 @shared_task(name="kwmonitor.streams.tasks.start_evaluator")

@@ -260,7 +260,7 @@ class HostileRun:
         while not condition():
             self.supervisor.supervise()
             row = Evaluator.objects.get(pk=self.evaluator_id)
-            problem = f"the evaluator died ({row.last_error})" if row.restarts or row.status == "failed" else None
+            problem = f"the evaluator died ({row.last_error})" if row.restarts or row.lifecycle == "failed" else None
             if row.pid and _rss_mb(row.pid, "VmRSS") > PEAK_RSS_MB:
                 problem = f"the evaluator outgrew {PEAK_RSS_MB} MB"
             if problem is None and time.monotonic() > deadline:

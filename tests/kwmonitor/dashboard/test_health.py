@@ -1,4 +1,4 @@
-"""What /status/ says is alive: heartbeats decide, not the last event; input rate and idleness."""
+"""What /status/ says is alive: heartbeats decide, not the last event or the database; input rate and idleness."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kwmonitor.dashboard.health import evaluator_liveness
+from kwmonitor.streams.liveness import liveness
 from kwmonitor.streams.models import Evaluator
 from streaming import bus
 from streaming.events import BatchMetrics, EvaluatorStatus
@@ -18,10 +18,17 @@ from .conftest import added
 NOW = 1_800_000_000.0
 
 
-def row(status: str, started_ago: float | None = 30.0, heartbeat_ago: float | None = None) -> Evaluator:
-    at = lambda ago: None if ago is None else dt.datetime.fromtimestamp(NOW - ago, tz=dt.timezone.utc)  # noqa: E731
-    return Evaluator(status=status, desired="running", pid=42, host="h", started_at=at(started_ago),
-                     heartbeat_at=at(heartbeat_ago))
+def at(ago: float | None) -> dt.datetime | None:
+    return None if ago is None else dt.datetime.fromtimestamp(NOW - ago, tz=dt.timezone.utc)
+
+
+def row(lifecycle: str, started_ago: float | None = 30.0, changed_ago: float | None = None, restarts: int = 0,
+        **fields) -> Evaluator:
+    """What the supervisor recorded: launched ``started_ago`` s ago; the lifecycle recorded ``changed_ago`` s ago
+    (a launch: when it launched)."""
+    changed = started_ago if lifecycle == "launched" and changed_ago is None else changed_ago
+    return Evaluator(lifecycle=lifecycle, lifecycle_at=at(changed), desired="running", pid=42, host="h",
+                     started_at=at(started_ago), restarts=restarts, **fields)
 
 
 def beat(status: str, ago: float, **progress) -> EvaluatorStatus:
@@ -33,39 +40,56 @@ def progress(waiting: int, progress_ago: float, applying: int | None = None) -> 
 
 
 @pytest.mark.parametrize("evaluator, heartbeat, expected", [
-    (row("running"), beat("running", 1.0), "running"),
-    (row("starting"), beat("running", 1.0), "running"),  # the heartbeat is ahead of the row
-    (row("running"), beat("running", 7.0), "unresponsive"),  # beating stopped 7 s ago
-    (row("running"), None, "unresponsive"),  # the key expired: still not running
-    (row("starting", started_ago=5.0), None, "starting"),  # just launched, first heartbeat to come
-    (row("starting", started_ago=25.0), None, "unresponsive"),  # it never beat
-    (row("restarting", started_ago=5.0, heartbeat_ago=40.0), None, "restarting"),  # the old process's heartbeat
-    (row("restarting", started_ago=30.0, heartbeat_ago=20.0), None, "unresponsive"),  # beat once, then silence
+    (row("launched"), beat("running", 1.0), "running"),
+    (row("launched"), beat("starting", 1.0), "starting"),  # Spark still starting: the heartbeat says so
+    (row("launched"), beat("running", 7.0), "unresponsive"),  # beating stopped 7 s ago
+    (row("launched"), None, "unresponsive"),  # the key expired: not running, whatever the database says
+    (row("launched", started_ago=5.0), None, "starting"),  # just launched, first heartbeat to come
+    (row("launched", started_ago=5.0, restarts=1), None, "restarting"),
+    (row("launched", started_ago=25.0), None, "unresponsive"),  # it never beat
+    # the previous process's last heartbeat, written before this launch: not this one's
+    (row("launched", started_ago=2.0, restarts=1), beat("running", 4.0), "restarting"),
+    # the supervisor saw the process end after its last heartbeat: not running, though that heartbeat is fresh
+    (row("failed", changed_ago=2.0), beat("running", 4.0), "failed"),
+    (row("stopped", changed_ago=2.0), beat("running", 4.0), "stopped"),
+    (row("stopping", changed_ago=2.0), beat("running", 4.0), "running"),  # a stopping process beats until it ends
     (row("failed"), None, "failed"),
     (row("stopped"), None, "stopped"),
-    (row("stopped"), beat("running", 1.0), "running"),  # something still beats: say so
+    (row("stopped", changed_ago=30.0), beat("running", 1.0), "running"),  # something beats since: say so
     (None, None, "stopped"),
-    # progress (EVALUATOR_STALL_SECONDS 10): input waits and no batch for 12 s is a stall, whatever the status says
-    (row("running"), beat("running", 1.0, **progress(5, 12.0, applying=100)), "stalled"),
-    (row("running"), beat("running", 1.0, **progress(5, 3.0)), "running"),  # a batch finished lately
-    (row("running"), beat("running", 1.0, **progress(0, 600.0)), "running"),  # caught up: idle, not stalled
-    (row("starting"), beat("starting", 1.0), "starting"),  # Spark still starting: no progress reported
-    (row("starting"), beat("starting", 1.0, **progress(5, 60.0, applying=100)), "stalled"),  # a restart's catch-up
-    (row("running"), beat("running", 1.0), "running"),  # a process reporting no progress (the pre-processor)
+    # progress (EVALUATOR_STALL_SECONDS 10): input waits and no batch for 12 s is a stall, whatever the heartbeat's status
+    (row("launched"), beat("running", 1.0, **progress(5, 12.0, applying=100)), "stalled"),
+    (row("launched"), beat("running", 1.0, **progress(5, 3.0)), "running"),  # a batch finished lately
+    (row("launched"), beat("running", 1.0, **progress(0, 600.0)), "running"),  # caught up: idle, not stalled
+    (row("launched"), beat("starting", 1.0, **progress(5, 60.0, applying=100)), "stalled"),  # a restart's catch-up
 ])
 def test_liveness_comes_from_the_heartbeat(evaluator, heartbeat, expected, settings):
     settings.EVALUATOR_STALL_SECONDS = 10.0
-    assert evaluator_liveness(evaluator, heartbeat, NOW)[0] == expected
+    assert liveness(evaluator, heartbeat, NOW).status == expected
+
+
+def test_a_current_heartbeat_is_the_whole_live_state_whatever_the_database_says():
+    heartbeat = EvaluatorStatus(evaluator=1, stream=1, status="running", pid=7, host="there", plan_version=9,
+                                detail="reading", query_errors={"3": "ValueError: no"}, ts=NOW - 1.0)
+    for stale in (row("launched", plan_version=2), row("stopped", changed_ago=60.0), row("failed", changed_ago=60.0)):
+        live = liveness(stale, heartbeat, NOW)
+        assert (live.status, live.detail, live.pid, live.host, live.plan_version, live.query_errors, live.beating) == (
+            "running", "reading", 7, "there", 9, {"3": "ValueError: no"}, True)
+    live = liveness(row("launched", plan_version=2), None, NOW)
+    assert (live.pid, live.host, live.plan_version, live.query_errors, live.beating) == (None, "", 2, {}, False)
 
 
 def test_a_stall_and_a_silence_say_what_was_seen_last(settings):
     settings.EVALUATOR_STALL_SECONDS = 10.0
-    _, detail, _ = evaluator_liveness(row("running"), beat("running", 1.0, **progress(5, 12.0, applying=100)), NOW)
+    detail = liveness(row("launched"), beat("running", 1.0, **progress(5, 12.0, applying=100)), NOW).detail
     assert detail == "no batch applied for 12 s while 5 ops wait (applied seq 99; applying seq 100)"
     # the heartbeat expired: last seen is the evaluator's own last heartbeat, not when a worker last looked
-    _, detail, _ = evaluator_liveness(row("running", heartbeat_ago=300.0), None, NOW, last_seen=NOW - 40.0)
+    detail = liveness(row("launched", started_ago=300.0), None, NOW, last_seen=NOW - 40.0).detail
     assert detail == "no heartbeat for 40 s (last seen 07:59:20 UTC); pid 42 on h"
-    assert evaluator_liveness(row("starting", started_ago=25.0), None, NOW)[1] == "no heartbeat yet"
+    assert liveness(row("launched", started_ago=25.0), None, NOW).detail == "no heartbeat since its launch 25 s ago; pid 42 on h"
+    # a failure says why and when the supervisor restarts it
+    failed = row("failed", changed_ago=1.0, last_error="process 42 exited", next_restart_at=at(-5.0))
+    assert liveness(failed, None, NOW).detail == "process 42 exited; restart due at 08:00:05 UTC"
 
 
 @pytest.mark.redis
@@ -95,6 +119,48 @@ def test_status_and_the_stream_page_say_stalled(user_client, query, redis_client
     assert '<span class="badge stalled" id="evaluator-status" data-field="status"' in html
     assert "ops wait (applied seq 9; applying seq 10)</div>" in html
     assert processing.format("–") in html  # the last batch's rate is not what happens now
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_dead_process_the_database_calls_launched_never_shows_running(client, user, staff_user, query, redis_client):
+    """The row says launched (the supervisor has not looked since the process died): every page, /status/ and the
+    admin say unresponsive once its last heartbeat is stale, and running again as soon as a heartbeat is current."""
+    from django.utils import timezone
+
+    s, evaluator = query.stream_id, query.stream.evaluator
+    launched = timezone.now() - dt.timedelta(seconds=60)
+    Evaluator.objects.filter(pk=evaluator.pk).update(desired="running", lifecycle="launched", lifecycle_at=launched,
+                                                     started_at=launched, pid=4353, host="h")
+    running = dict(evaluator=evaluator.pk, stream=s, status="running", pid=4353, host="h")
+    bus.publish_stream_event(redis_client, s, EvaluatorStatus(**running, ts=time.time() - 9.0))  # its last event
+
+    def shown() -> dict[str, str]:
+        client.force_login(user)
+        (health,) = client.get("/status/").json()["streams"]
+        stream_page = client.get(f"/streams/{s}/").content.decode()
+        overview = client.get("/").content.decode()
+        client.force_login(staff_user)
+        evaluators = client.get("/admin/streams/evaluator/").content.decode()
+        streams = client.get("/admin/streams/stream/").content.decode()
+        change = client.get(f"/admin/streams/evaluator/{evaluator.pk}/change/").content.decode()
+        return {
+            "status": health["evaluator"],
+            "stream page": re.search(r'id="evaluator-status" data-field="status" title="[^"]*">(\w+)<', stream_page)[1],
+            "overview": re.search(rf'<tr data-stream="{s}">.*?data-field="status" title="[^"]*">(\w+)<', overview, re.S)[1],
+            "admin list": re.search(r'<td class="field-status_now"><span title="[^"]*">(\w+)<', evaluators)[1],
+            "admin stream list": re.search(r'<td class="field-evaluator_status">(\w+) \(wants running\)<', streams)[1],
+            "admin change": re.search(r'<div class="readonly"><span title="[^"]*">(\w+)</span></div>', change)[1],
+        }
+
+    # the heartbeat key expired (or holds a beat 8 s old): unresponsive everywhere
+    assert set(shown().values()) == {"unresponsive"}
+    bus.write_heartbeat(redis_client, EvaluatorStatus(**running, ts=time.time() - 8.0))
+    assert set(shown().values()) == {"unresponsive"}
+    # a current heartbeat is running everywhere, whatever the row says
+    Evaluator.objects.filter(pk=evaluator.pk).update(lifecycle="stopped", lifecycle_at=launched, pid=None)
+    bus.write_heartbeat(redis_client, EvaluatorStatus(**running, ts=time.time()))
+    assert set(shown().values()) == {"running"}
 
 
 @pytest.mark.redis

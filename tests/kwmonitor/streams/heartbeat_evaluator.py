@@ -2,8 +2,9 @@
 
 It takes the evaluator's command-line contract (``--evaluator ID --redis-url
 URL --checkpoint-dir DIR [--master M]``), reads its plan, writes a heartbeat
-every ``--interval`` seconds and exits cleanly on SIGTERM, like the Spark
-evaluator, without starting Spark. With ``--stalled-at SEQ`` its heartbeat
+every ``--interval`` seconds, announces its own transitions on the stream's
+events (running at its first beat with a plan, stopped) and exits cleanly on
+SIGTERM, like the Spark evaluator, without starting Spark. With ``--stalled-at SEQ`` its heartbeat
 says what a stalled evaluator's says: running, input waiting past its applied
 seq, the apply loop on op SEQ since it started, no batch finished.
 """
@@ -38,6 +39,7 @@ def main() -> int:
         "applying_seq": args.stalled_at}
     client = bus.connect(args.redis_url)
     stopping = False
+    announced = False
 
     def on_term(signum, frame) -> None:
         nonlocal stopping
@@ -60,6 +62,9 @@ def main() -> int:
             bus.publish_stream_event(client, status.stream, status)
             client.delete(bus.Keys.heartbeat(args.evaluator))
             return 0
+        if plan is not None and not announced:  # before the beat: a test that saw the beat finds the event
+            bus.publish_stream_event(client, status.stream, status)
+            announced = True
         bus.write_heartbeat(client, status)
         time.sleep(args.interval)
 

@@ -1,10 +1,13 @@
 import json
+import re
+import time
 
 import pytest
 from django.urls import reverse
 
 from kwmonitor.streams.models import Evaluator, ResultEvent, Stream
 from streaming import bus
+from streaming.events import EvaluatorStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +46,23 @@ def test_regenerate_token_action(staff_client, shop):
     staff_client.post(reverse("admin:streams_stream_changelist"), {"action": "regenerate_token", "_selected_action": [shop.pk]})
     shop.refresh_from_db()
     assert shop.ingest_token != old and len(shop.ingest_token) >= 40
+
+
+@pytest.mark.redis
+def test_the_evaluator_list_shows_and_filters_by_the_status_now(staff_client, shop, photons_stream, redis_client):
+    beating, silent = Evaluator.objects.get(stream=shop), Evaluator.objects.get(stream=photons_stream)
+    Evaluator.objects.update(desired="running", lifecycle="stopped")
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=beating.pk, stream=shop.pk, status="running", pid=7,
+                                                      host="there", plan_version=3, ts=time.time()))
+    url = reverse("admin:streams_evaluator_changelist")
+    page = staff_client.get(url).content.decode()
+    rows = dict(re.findall(r'name="_selected_action" value="(\d+)"[^>]*>(.*?)</tr>', page, re.S))
+    assert '<span title="">running</span>' in rows[str(beating.pk)] and "pid 7 on there, plan v3" in rows[str(beating.pk)]
+    assert '<span title="">stopped</span>' in rows[str(silent.pk)]
+    running = staff_client.get(url, {"now": "running"}).content.decode()
+    assert str(beating) in running and str(silent) not in running
+    stopped = staff_client.get(url, {"now": "stopped"}).content.decode()
+    assert str(silent) in stopped and str(beating) not in stopped
 
 
 @pytest.mark.redis

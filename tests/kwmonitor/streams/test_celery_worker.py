@@ -15,6 +15,7 @@ import pytest
 from django.db import connection
 
 from kwmonitor.streams import tasks
+from kwmonitor.streams.liveness import read_liveness
 from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.supervisor import process_alive
 from streaming import bus
@@ -71,7 +72,9 @@ def test_worker_starts_supervises_restarts_and_stops_an_evaluator(shop, worker, 
     wait_for(lambda: getattr(bus.read_heartbeat(redis_client, evaluator.pk), "pid", None) == first, 20, "a heartbeat")
 
     supervise = lambda: tasks.supervise.apply_async(queue=worker)  # noqa: E731  (what beat sends)
-    wait_for(lambda: Evaluator.objects.get(pk=evaluator.pk).status == "running", 20, "status running", every=supervise)
+    live = lambda: read_liveness(redis_client, [Evaluator.objects.get(pk=evaluator.pk)])[0]  # noqa: E731
+    wait_for(lambda: live().status == "running", 20, "status running", every=supervise)
+    assert Evaluator.objects.get(pk=evaluator.pk).lifecycle == "launched"  # the heartbeat's running is not recorded
 
     os.kill(first, signal.SIGKILL)
     restarted = wait_for(
@@ -85,8 +88,9 @@ def test_worker_starts_supervises_restarts_and_stops_an_evaluator(shop, worker, 
              "a heartbeat from the new process")
 
     tasks.stop_evaluator.apply_async(args=[evaluator.pk], queue=worker)
-    stopped = wait_for(lambda: (ev := Evaluator.objects.get(pk=evaluator.pk)).status == "stopped" and ev, 30, "the stop")
-    assert stopped.desired == "stopped" and stopped.pid is None
+    stopped = wait_for(lambda: (ev := Evaluator.objects.get(pk=evaluator.pk)).lifecycle == "stopped" and ev, 30,
+                       "the stop")
+    assert stopped.desired == "stopped" and stopped.pid is None and live().status == "stopped"
     assert not process_alive(restarted.pid)
 
     seen = [e.status for _, e in bus.read_stream_events(redis_client, shop.pk) if e.type == "evaluator.status"]

@@ -1,5 +1,11 @@
+import datetime as dt
+import re
+import socket
+import time
+
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from kwmonitor.ingest.service import Ingestor
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
@@ -9,7 +15,8 @@ from kwmonitor.streams.models import (AggregateValueRecord, DeadLetterRecord, Ev
                                        Stream)
 from kwmonitor.streams.supervisor import process_alive
 from streaming import bus
-from streaming.events import AggregateValue, DeadLetter, ResultAdded, ResultView, TupleView, result_key
+from streaming.events import (AggregateValue, DeadLetter, EvaluatorStatus, ResultAdded, ResultView, TupleView,
+                              result_key)
 from streaming.sources import landing_archive
 
 from .conftest import HEARTBEAT_COMMAND
@@ -52,13 +59,31 @@ def test_start_and_stop_evaluator_commands(shop, settings, tmp_path, reap_evalua
     evaluator = Evaluator.objects.get(stream=shop)
     reap_evaluators.append(evaluator.pid)
     assert process_alive(evaluator.pid, evaluator.process_start) and evaluator.desired == "running"
-    assert f"pid {evaluator.pid}" in capsys.readouterr().out
+    # what it does now (as the pages say) and the process launched
+    assert re.fullmatch(rf"evaluator {evaluator.pk} of stream 'shop': (starting, pid {evaluator.pid} \(waiting for its "
+                        rf"first heartbeat\)|running, pid {evaluator.pid})\n", capsys.readouterr().out)
     call_command("stop_evaluator", str(shop.pk))
+    assert capsys.readouterr().out == f"evaluator {evaluator.pk} of stream 'shop': stopped\n"
     assert not process_alive(evaluator.pid)
     evaluator.refresh_from_db()
-    assert (evaluator.desired, evaluator.status, evaluator.pid) == ("stopped", "stopped", None)
+    assert (evaluator.desired, evaluator.lifecycle, evaluator.pid) == ("stopped", "stopped", None)
     with pytest.raises(CommandError, match="no stream 'nope'"):
         call_command("start_evaluator", "nope")
+
+
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_stopping_a_dead_process_says_stopped_though_its_last_heartbeat_said_running(shop, redis_client, capsys):
+    evaluator = Evaluator.objects.get(stream=shop)
+    launched = timezone.now() - dt.timedelta(seconds=30)
+    dead = 2**22 + 1  # no such process: it died, and no supervision round has looked since
+    Evaluator.objects.filter(pk=evaluator.pk).update(desired="running", lifecycle="launched", lifecycle_at=launched,
+                                                     started_at=launched, pid=dead, host=socket.gethostname())
+    bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=shop.pk, status="running", pid=dead,
+                                                      ts=time.time() - 1.0))
+    call_command("stop_evaluator", "shop")
+    # the supervisor saw it gone after its last heartbeat: that heartbeat no longer says what happens
+    assert capsys.readouterr().out == f"evaluator {evaluator.pk} of stream 'shop': stopped\n"
 
 
 @pytest.mark.redis

@@ -142,7 +142,7 @@ def test_the_supervisor_runs_the_capture_into_the_landing_directory(tables, redi
 
     supervisor.stop(primary.pk)
     supervisor.supervise()
-    wait_for(lambda: Evaluator.objects.get(pk=capture.pk).status == "stopped", timeout=30)
+    wait_for(lambda: Evaluator.objects.get(pk=capture.pk).lifecycle == "stopped", timeout=30)
     with psycopg.connect(tables, autocommit=True) as conn:
         conn.execute("INSERT INTO orders VALUES (3, 1, 1, 'while stopped', NULL)")
     watch_slots(redis_client)

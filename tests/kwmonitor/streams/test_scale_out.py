@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from kwmonitor.queries.models import KeywordQuery
+from kwmonitor.streams.liveness import read_liveness
 from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.plans import advance_placement, publish_plan
 from kwmonitor.streams.supervisor import Supervisor, SupervisorSettings
@@ -118,8 +119,9 @@ def test_secondary_evaluators_and_the_pre_processor_follow_the_primary(scaled, r
         command = Supervisor().command_for(pre)  # the settings' PREPROCESSOR_COMMAND
         assert command[command.index("--plan-evaluator") + 1] == str(primary.pk)
         assert command[command.index("--out") + 1] == str(scaled.derived_path().resolve())
+        every = lambda: list(Evaluator.objects.filter(stream=scaled))  # noqa: E731
         wait_for(lambda: (supervisor.supervise(), all(
-            e.status == "running" for e in Evaluator.objects.filter(stream=scaled)))[1])
+            live.status == "running" for live in read_liveness(redis_client, every())))[1])
         # the pre-processor publishes no batch metrics event: its last batch is in its state hash
         redis_client.hset(bus.Keys.evaluator_state(pre.pk), mapping={"seq": 40, "batch_ms": 87.2,
                                                                      "rows_per_second": 12345.6})
@@ -132,6 +134,6 @@ def test_secondary_evaluators_and_the_pre_processor_follow_the_primary(scaled, r
         assert "dress texas" in page
         supervisor.stop(primary.pk)
         supervisor.supervise()
-        assert all(e.status == "stopped" for e in Evaluator.objects.filter(stream=scaled))
+        assert all(e.lifecycle == "stopped" for e in Evaluator.objects.filter(stream=scaled))
     finally:
         Supervisor(supervisor.config).halt_local()

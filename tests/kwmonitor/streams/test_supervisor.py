@@ -1,4 +1,5 @@
-"""The supervisor on real processes: start, death, silence, backoff, stop."""
+"""The supervisor on real processes: start, death, silence, backoff, stop; it records what it did, never what a
+heartbeat says."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from kwmonitor.streams.liveness import read_liveness
 from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.supervisor import (
     Supervisor,
@@ -57,6 +59,15 @@ def statuses(redis_client, stream_id: int) -> list[str]:
     return [e.status for _, e in bus.read_stream_events(redis_client, stream_id) if e.type == "evaluator.status"]
 
 
+def now_status(redis_client, evaluator: Evaluator) -> str:
+    """What the pages say it does (its liveness)."""
+    return read_liveness(redis_client, [Evaluator.objects.get(pk=evaluator.pk)])[0].status
+
+
+def recorded(evaluator: Evaluator) -> dict:
+    return Evaluator.objects.filter(pk=evaluator.pk).values().get()
+
+
 def test_process_identity_is_pid_and_start_time():
     me = os.getpid()
     assert process_alive(me) and process_alive(me, process_start_ticks(me))
@@ -72,7 +83,9 @@ def test_start_launches_a_detached_process_with_the_plan_written(supervisor, eva
     started = supervisor.start(evaluator.pk)
     reap_evaluators.append(started.pid)
     started.refresh_from_db()
-    assert started.desired == "running" and started.status == "starting"
+    assert started.desired == "running" and started.lifecycle == "launched"
+    assert started.lifecycle_at == started.started_at
+    assert now_status(redis_client, started) == "starting"
     assert process_alive(started.pid, started.process_start)
     assert started.command[2:4] == ["--evaluator", str(evaluator.pk)]
     parent = int(Path(f"/proc/{started.pid}/stat").read_text().rpartition(")")[2].split()[1])
@@ -80,12 +93,13 @@ def test_start_launches_a_detached_process_with_the_plan_written(supervisor, eva
     plan = bus.read_plan(redis_client, evaluator.pk)
     assert plan is not None and plan.version == started.plan_version
     assert [q.keywords for q in plan.queries] == [["dress", "texas"]]
-    # once it beats, supervision records it as running and publishes the status
+    # once it beats it runs, as its heartbeat says, and it announces so itself; supervision records nothing of it
     wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
-    assert supervisor.supervise() == [(evaluator.pk, "running")]
-    started.refresh_from_db()
-    assert started.status == "running" and started.heartbeat_at is not None
-    assert started.running_plan_version == started.plan_version
+    before = recorded(evaluator)
+    assert supervisor.supervise() == []
+    assert recorded(evaluator) == before
+    live = read_liveness(redis_client, [started])[0]
+    assert (live.status, live.pid, live.plan_version) == ("running", started.pid, started.plan_version)
     assert statuses(redis_client, evaluator.stream_id) == ["starting", "running"]
     # starting again while it runs does not launch a second process
     assert supervisor.start(evaluator.pk).pid == started.pid
@@ -98,16 +112,18 @@ def test_a_killed_process_is_restarted_after_the_backoff(supervisor, evaluator, 
     wait_for(lambda: not process_alive(first))
     assert supervisor.supervise() == [(evaluator.pk, "died")]
     evaluator.refresh_from_db()
-    assert evaluator.status == "failed" and evaluator.pid is None and evaluator.failures == 1
+    assert evaluator.lifecycle == "failed" and evaluator.pid is None and evaluator.failures == 1
     assert "exited" in evaluator.last_error
+    assert now_status(redis_client, evaluator) == "failed"
     assert supervisor.supervise() == []  # still within the backoff
     wait_for(lambda: timezone.now() >= evaluator.next_restart_at)
     assert supervisor.supervise() == [(evaluator.pk, "launched")]
     evaluator.refresh_from_db()
     reap_evaluators.append(evaluator.pid)
     assert evaluator.pid != first and process_alive(evaluator.pid, evaluator.process_start)
-    assert evaluator.status == "restarting" and evaluator.restarts == 1
-    assert statuses(redis_client, evaluator.stream_id) == ["starting", "failed", "restarting"]
+    assert evaluator.lifecycle == "launched" and evaluator.restarts == 1
+    assert now_status(redis_client, evaluator) in ("restarting", "running")  # running once the new process beats
+    assert statuses(redis_client, evaluator.stream_id)[:3] == ["starting", "failed", "restarting"]
 
 
 def test_a_silent_process_is_killed_and_restarted(supervisor, evaluator, redis_client, reap_evaluators):
@@ -117,16 +133,14 @@ def test_a_silent_process_is_killed_and_restarted(supervisor, evaluator, redis_c
     supervisor.supervise()
     os.kill(pid, signal.SIGSTOP)  # alive but silent
     redis_client.delete(bus.Keys.heartbeat(evaluator.pk))  # as if its TTL ran out
-    now = timezone.now()
-    Evaluator.objects.filter(pk=evaluator.pk).update(
-        started_at=now - dt.timedelta(seconds=10), heartbeat_at=now - dt.timedelta(seconds=2)
-    )
+    Evaluator.objects.filter(pk=evaluator.pk).update(started_at=timezone.now() - dt.timedelta(seconds=10))
+    redis_client.set(bus.Keys.last_heartbeat(evaluator.pk), repr(time.time() - 2))  # its last beat, 2 s ago
     # it was replaying what Spark had committed, guarded: the op it was in is named (streaming/test_evaluator.py)
     redis_client.set(bus.Keys.failed_op(evaluator.pk), json.dumps({"seq": 5, "error": "killed while applying it"}))
     assert supervisor.supervise() == [(evaluator.pk, "silent")]
     wait_for(lambda: not process_alive(pid))
     evaluator.refresh_from_db()
-    assert evaluator.status == "failed" and evaluator.last_error.startswith("no heartbeat")
+    assert evaluator.lifecycle == "failed" and evaluator.last_error.startswith("no heartbeat")
     assert evaluator.last_error.endswith(" while applying seq 5")
     assert redis_client.hgetall(bus.Keys.poison_watch(evaluator.pk)) == {"seq": "5", "failures": "1"}
 
@@ -136,52 +150,70 @@ def test_stop_terminates_cleanly_and_supervision_keeps_it_stopped(supervisor, ev
     reap_evaluators.append(pid)
     wait_for(lambda: bus.read_heartbeat(redis_client, evaluator.pk))
     stopped = supervisor.stop(evaluator.pk)
-    assert stopped.desired == "stopped" and stopped.status == "stopped" and stopped.pid is None
+    assert stopped.desired == "stopped" and stopped.lifecycle == "stopped" and stopped.pid is None
+    assert now_status(redis_client, stopped) == "stopped"
     assert not process_alive(pid)
     assert statuses(redis_client, evaluator.stream_id)[-3:] == ["stopping", "stopped", "stopped"]
     assert supervisor.supervise() == []
 
 
 
-def test_a_process_beating_starting_is_running_only_once_it_says_so(supervisor, evaluator, redis_client):
+def test_the_supervisor_records_what_it_did_never_what_the_heartbeat_says(supervisor, evaluator, redis_client):
     # This test process stands for the evaluator: alive, with its own command line.
     me = os.getpid()
+    launched = timezone.now()
     Evaluator.objects.filter(pk=evaluator.pk).update(
-        desired="running", status="starting", pid=me, host=supervisor.hostname, process_start=process_start_ticks(me),
-        started_at=timezone.now(),
+        desired="running", lifecycle="launched", lifecycle_at=launched, pid=me, host=supervisor.hostname,
+        process_start=process_start_ticks(me), started_at=launched,
     )
-    beat = dict(evaluator=evaluator.pk, stream=evaluator.stream_id, pid=me, ts=time.time())
-    bus.write_heartbeat(redis_client, EvaluatorStatus(status="starting", **beat))
+    supervisor.supervise()
+    before = recorded(evaluator)
+    beat = dict(evaluator=evaluator.pk, stream=evaluator.stream_id, pid=me, host="here", plan_version=7)
+    for status in ("starting", "running", "stopping", "failed", "running"):
+        bus.write_heartbeat(redis_client, EvaluatorStatus(status=status, detail=f"said {status}", ts=time.time(), **beat))
+        assert supervisor.supervise() == []
+        assert recorded(evaluator) == before  # nothing of the heartbeat is written to the database
+        live = read_liveness(redis_client, [Evaluator.objects.get(pk=evaluator.pk)])[0]
+        assert (live.status, live.detail, live.pid, live.plan_version) == (status, f"said {status}", me, 7)
+    assert statuses(redis_client, evaluator.stream_id) == []  # nor announced: the process announces its own
+    # a heartbeat left by another process does not count for this one, which is given its start grace
+    bus.write_heartbeat(redis_client, EvaluatorStatus(status="running", ts=time.time(), **dict(beat, pid=me + 1)))
+    assert supervisor.supervise() == [] and recorded(evaluator) == before
+
+
+def test_a_redis_restart_gives_a_process_it_no_longer_hears_its_timeout_from_then(
+        supervisor, evaluator, redis_client, monkeypatch):
+    me = os.getpid()  # stands for a process on another host: never signalled from here
+    launched = timezone.now() - dt.timedelta(seconds=600)  # long past its start grace
+    Evaluator.objects.filter(pk=evaluator.pk).update(
+        desired="running", lifecycle="launched", lifecycle_at=launched, pid=me, host="elsewhere",
+        process_start=process_start_ticks(me), started_at=launched,
+    )
+    # an empty Redis came back 0.5 s ago: no heartbeat, no time of the last one
+    monkeypatch.setattr("kwmonitor.streams.supervisor.redis_started_at", lambda client: time.time() - 0.5)
     assert supervisor.supervise() == []
+    monkeypatch.setattr("kwmonitor.streams.supervisor.redis_started_at", lambda client: time.time() - 6.0)
+    assert supervisor.supervise() == [(evaluator.pk, "silent")]
     evaluator.refresh_from_db()
-    assert evaluator.status == "starting" and evaluator.heartbeat_at is not None
-    bus.write_heartbeat(redis_client, EvaluatorStatus(status="running", **beat))
-    assert supervisor.supervise() == [(evaluator.pk, "running")]
-    assert supervisor.supervise() == []
-    # a heartbeat left by another (older) process does not count for this one
-    Evaluator.objects.filter(pk=evaluator.pk).update(status="starting")
-    bus.write_heartbeat(redis_client, EvaluatorStatus(status="running", **dict(beat, pid=me + 1)))
-    assert supervisor.supervise() == []
-    evaluator.refresh_from_db()
-    assert evaluator.status == "starting"
+    assert evaluator.last_error.startswith("no heartbeat for 6 s") and evaluator.lifecycle == "failed"
 
 
 def test_an_evaluator_on_another_host_is_left_to_that_host(supervisor, evaluator, redis_client):
     me = os.getpid()  # stands for a process on another host: never signalled from here
     Evaluator.objects.filter(pk=evaluator.pk).update(
-        desired="running", status="running", pid=me, host="elsewhere", process_start=process_start_ticks(me),
-        started_at=timezone.now(), heartbeat_at=timezone.now(),
+        desired="running", lifecycle="launched", lifecycle_at=timezone.now(), pid=me, host="elsewhere",
+        process_start=process_start_ticks(me), started_at=timezone.now(),
     )
     bus.write_heartbeat(redis_client, EvaluatorStatus(evaluator=evaluator.pk, stream=evaluator.stream_id, status="running",
                                                       pid=me, ts=time.time()))
     assert supervisor.supervise() == []  # beating: alive, wherever it is
     stopped = supervisor.stop(evaluator.pk)
-    assert (stopped.desired, stopped.status, stopped.pid) == ("stopped", "stopping", me)
+    assert (stopped.desired, stopped.lifecycle, stopped.pid) == ("stopped", "stopping", me)
     assert supervisor.supervise() == []  # still beating: its host's supervisor stops it
     redis_client.delete(bus.Keys.heartbeat(evaluator.pk))
     assert supervisor.supervise() == [(evaluator.pk, "marked stopped")]
     evaluator.refresh_from_db()
-    assert (evaluator.status, evaluator.pid) == ("stopped", None) and process_alive(me)
+    assert (evaluator.lifecycle, evaluator.pid) == ("stopped", None) and process_alive(me)
 
 
 def poison_supervisor(tmp_path: Path, *extra: str) -> Supervisor:
@@ -213,7 +245,7 @@ def test_a_stalled_evaluator_is_restarted_and_the_op_that_stalled_it_twice_is_se
         wait_for(lambda: (evaluator.pk, "stalled") in supervisor.supervise(), timeout=5.0, step=0.1)
         wait_for(lambda: not process_alive(pid))  # killed, like a dead one
         evaluator.refresh_from_db()
-        assert (evaluator.status, evaluator.pid, evaluator.failures) == ("failed", None, stall)
+        assert (evaluator.lifecycle, evaluator.pid, evaluator.failures) == ("failed", None, stall)
         assert evaluator.last_error.startswith("stalled: no batch applied for ")
         assert "while 11 ops wait (applied seq 6; applying seq 7)" in evaluator.last_error
         if stall == 1:
@@ -258,4 +290,4 @@ def test_an_op_that_crashed_the_evaluator_twice_is_set_aside_and_other_failures_
     pid = supervisor.start(evaluator.pk).pid
     reap_evaluators.append(pid)
     evaluator.refresh_from_db()
-    assert (evaluator.restarts, evaluator.last_error, evaluator.status) == (0, "", "starting")
+    assert (evaluator.restarts, evaluator.last_error, evaluator.lifecycle) == (0, "", "launched")

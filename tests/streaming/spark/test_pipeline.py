@@ -192,7 +192,7 @@ def test_sigkill_mid_stream_then_supervisor_restart_loses_and_duplicates_nothing
             feeder.join()
         supervisor.stop(evaluator_id)
     row = Evaluator.objects.get(pk=evaluator_id)
-    assert row.restarts >= 1 and row.status == "stopped"
+    assert row.restarts >= 1 and row.lifecycle == "stopped"
     assert killed_at < len(ops) - 1, "the kill should land mid-stream"
     assert seqs == list(range(len(ops)))
     # Results published before the kill and replays after it: the bus refuses duplicates, so the

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.supervisor import Supervisor
 
-from ._evaluators import evaluator_of
+from ._evaluators import describe, evaluator_of
 
 
 class Command(BaseCommand):
@@ -21,9 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         evaluator = self.start(options["stream"])
-        self.stdout.write(self.style.SUCCESS(
-            f"evaluator {evaluator.pk} of stream {evaluator.stream.name!r}: {evaluator.status}, pid {evaluator.pid}"
-        ))
+        self.stdout.write(self.style.SUCCESS(describe(evaluator, launched=True)))
 
     def start(self, stream: str) -> Evaluator:
         return Supervisor().start(evaluator_of(stream).pk)

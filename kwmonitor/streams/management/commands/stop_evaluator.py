@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from kwmonitor.streams.models import Evaluator
 from kwmonitor.streams.supervisor import Supervisor
 
-from ._evaluators import evaluator_of
+from ._evaluators import describe, evaluator_of
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         evaluator = self.stop(options["stream"])
-        self.stdout.write(self.style.SUCCESS(f"evaluator {evaluator.pk} of stream {evaluator.stream.name!r}: {evaluator.status}"))
+        self.stdout.write(self.style.SUCCESS(describe(evaluator)))
 
     def stop(self, stream: str) -> Evaluator:
         return Supervisor().stop(evaluator_of(stream).pk)
