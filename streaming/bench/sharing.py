@@ -69,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1,
                         help="many: run each count's widen process this many times and keep the least CPU time")
+    parser.add_argument("--workdir", default=None,
+                        help="keep each run's plan, op stream and output here (default: a temporary directory)")
 
 
 def _write_ops(path: Path, ops: list[dict[str, Any]]) -> None:
@@ -294,7 +296,8 @@ def main(args: argparse.Namespace) -> int:
                 "(start, plan, ops, output); compare ratios within a run",
     }
     with tempfile.TemporaryDirectory(prefix="kwmonitor-bench-sharing-") as tmp:
-        work = Path(tmp)
+        work = Path(args.workdir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         if "table1" in parts:
             shop = ecommerce.build(ops=args.ecommerce_ops, seed=args.seed)
             market = tpch.build(scale_factor=0.01, max_orders=args.tpch_orders)
