@@ -14,7 +14,7 @@ import orjson
 from .keywords import tuple_tokens
 from .ops import Op, OpRejected, op_to_dict, parse_item_op, parse_op
 from .schema import Schema
-from .seqs import SourceError, split_seq, stamp
+from .stored_lines import SourceError, split_seq, stamp
 
 __all__ = ["ParsedOp", "parse_stored_line"]
 

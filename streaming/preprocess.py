@@ -53,7 +53,7 @@ from .schema import Schema
 from .sharing.intervals import IntervalSet
 from .sharing.properties import (AggregateProperties, EvaluatorPlan, QueryProperties, aggregate_properties,
                                  query_properties)
-from .seqs import SourceError, split_seq
+from .stored_lines import SourceError, split_seq
 
 __all__ = ["StreamNeeds", "Preprocessor", "DerivedRecord", "decode_record", "derived_ops", "derived_rows"]
 

@@ -1,65 +1,19 @@
-"""Stored op lines and their seqs, the same in every source (``streaming.sources``).
+"""The seqs of a stream's ops, in Redis: assigned, applied, published.
 
 Every op line carries a ``seq`` assigned once, at ingest, from the Redis
 counter ``Keys.stream_seq`` (0, 1, 2, ...), so the position of an op in the
 stream survives restarts of the ingest, the evaluator and Redis clients.
-A stored line is the op's JSON object with ``seq`` as its first field::
-
-    {"seq":17,"op":"insert","relation":"Order","tuple":{...},"ts":12.0}
+The stored line that carries it is ``streaming.stored_lines``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 import redis
 
 from .bus import Keys
 from .evaluator_state import StateField
 
-__all__ = ["SourceError", "stamp", "split_seq", "line_seq", "applied_seq_of", "published_seq_of", "assigned_seq"]
-
-
-class SourceError(ValueError):
-    """A stored op line has no valid ``seq`` (the source was written by something else)."""
-
-
-def stamp(seq: int, op_json: str) -> str:
-    """The stored line: ``op_json`` (a compact JSON object) with ``seq`` put first."""
-    body = op_json.strip()
-    if not body.startswith("{"):
-        raise ValueError("an op must be a JSON object")
-    rest = body[1:].lstrip()
-    return f'{{"seq":{seq}}}' if rest == "}" else f'{{"seq":{seq},{rest}'
-
-
-def split_seq(line: str | bytes) -> tuple[int, dict[str, Any]]:
-    """Decode a stored line into its seq and the op object without ``seq``.
-
-    Raises :class:`SourceError` if the line is not a JSON object with an
-    integer ``seq`` >= 0; a malformed op body is left to ``parse_op``.
-    """
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(f"stored line is not JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise SourceError("stored line is not a JSON object")
-    seq = obj.pop("seq", None)
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise SourceError(f"stored line has no valid seq: {seq!r}")
-    return seq, obj
-
-
-def line_seq(line: str) -> int:
-    """The seq of a stored line (it is written first: no full decode)."""
-    head = line[:40]
-    if head.startswith('{"seq":'):
-        digits = head[7:].split(",", 1)[0].split("}", 1)[0]
-        if digits.isdigit():
-            return int(digits)
-    return split_seq(line)[0]
+__all__ = ["applied_seq_of", "published_seq_of", "assigned_seq"]
 
 
 def applied_seq_of(client: redis.Redis, state_key: str) -> int:

@@ -13,10 +13,11 @@ recovered from it after a stop and how its archive is pruned:
 :mod:`.registry` looks the kinds up by name (a stream's ``source_kind``, a
 plan's ``source["kind"]``); nothing else compares kinds. Writers of every
 kind take turns under the stream's lock (:mod:`.writer`); stored lines and
-their seqs are ``streaming.seqs``.
+their seqs are ``streaming.stored_lines`` and ``streaming.seqs``.
 """
 
-from streaming.seqs import SourceError, applied_seq_of, line_seq, split_seq, stamp
+from streaming.seqs import applied_seq_of
+from streaming.stored_lines import SourceError, line_seq, split_seq, stamp
 
 from .landing import (LandingFile, LandingWriter, archived_lines_after, is_landing_file, landing_archive,
                       landing_directory, landing_file_name, landing_receipts, landing_file_seq, landing_files, landing_files_through,

@@ -38,7 +38,8 @@ import redis
 
 from streaming.bus import Keys
 
-from streaming.seqs import assigned_seq, line_seq, stamp
+from streaming.seqs import assigned_seq
+from streaming.stored_lines import line_seq, stamp
 from .writer import Receipt, SourceWriter
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ import orjson
 import redis
 
 from streaming.bus import Keys, connect
-from streaming.seqs import assigned_seq, line_seq
+from streaming.seqs import assigned_seq
+from streaming.stored_lines import line_seq
 
 from .writer import RECEIPT_SECONDS, Receipt, SourceWriter
 
