@@ -50,6 +50,8 @@ LabelInfo = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _NONE: LabelInfo = ((), (), ())
 # above this many candidate words a tuple's labels are found by scanning the relation's labels
 _SUBSET_WORDS = 10
+# the sub-relation of a node no tuple has entered (most nodes): one shared empty set, not a set each
+_EMPTY: frozenset = frozenset()
 
 
 class SharedLatticeEvaluator:
@@ -58,7 +60,7 @@ class SharedLatticeEvaluator:
     def __init__(self, schema: Any, store: LiveStore):
         self.plan = plan = SharedLatticePlan(schema)
         self.store = store
-        self.sub: list[set] = []
+        self.sub: list[set | frozenset] = []  # an empty node's is _EMPTY until a tuple enters it
         # index[v][fk][value] = keys in S[v] whose column of fk equals value
         self.index: list[dict[str, dict[Any, set]]] = []
         self.missing: list[int] = []
@@ -110,7 +112,7 @@ class SharedLatticeEvaluator:
             self.member[name].clear()
         self.results = SharedResults()
         for v in alive:
-            self.sub[v] = set()
+            self.sub[v] = _EMPTY
             self.index[v] = {fk: {} for fk in self.index[v]}
             self.missing[v] = len(plan.kids[v])
             for ready in self._ready[v].values():
@@ -122,7 +124,7 @@ class SharedLatticeEvaluator:
         plan = self.plan
         for v in created:
             while len(self.sub) <= v:
-                self.sub.append(set())
+                self.sub.append(_EMPTY)
                 self.index.append({})
                 self.missing.append(0)
                 self._ready.append({})
@@ -203,7 +205,7 @@ class SharedLatticeEvaluator:
                 nodes.discard(v)
                 if not nodes:
                     del members[key]
-            self.sub[v] = set()
+            self.sub[v] = _EMPTY
             self.index[v] = {}
             self._ups[v] = ()
         for v in released:
@@ -311,8 +313,9 @@ class SharedLatticeEvaluator:
 
     def _enter(self, v: int, key: Any, row: LiveTuple) -> None:
         plan = self.plan
-        sub = self.sub[v]
-        if not sub:
+        if self.sub[v]:
+            sub = self.sub[v]
+        else:
             missing = self.missing
             for _, by_label in plan.up_joins[v].values():
                 for parents in by_label.values():
@@ -320,6 +323,7 @@ class SharedLatticeEvaluator:
                         missing[p] -= 1
                         if not missing[p]:
                             self._set_ready(p, True)
+            sub = self.sub[v] = set()
         sub.add(key)
         members = self.member[plan.rel[v]]
         nodes = members.get(key)
