@@ -29,6 +29,7 @@ COMPILED = (
     "streaming.evaluate.shared",
     "streaming.sharing.delivery",
     "streaming.sharing.classes",
+    "streaming.sharing.timers",
     "streaming.sharing.engine",
 )
 PURE_PYTHON = os.environ.get("KWMONITOR_PURE_PYTHON") == "1"

@@ -30,8 +30,6 @@ alone; see ``docs/sharing.md``).
 from __future__ import annotations
 
 import bisect
-import heapq
-import itertools
 from time import perf_counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -57,6 +55,7 @@ from .matching import (
     should_narrow,
 )
 from .properties import AggregateProperties, QueryProperties
+from .timers import EventTimers
 
 __all__ = ["SHARING_MODES", "SharedEngine"]
 
@@ -106,6 +105,8 @@ class SharedEngine(StreamRules):
         self.selection_args = (selection_kind, selection_period, selection_mu)
         self.narrowing = narrowing
         self.clock = Clock()
+        self.timers = EventTimers(self.store)
+        self._timer_heap = self.timers.heap  # read on every op (is a timer due?), not through self.timers
         self.queries: dict[int, QueryProperties] = {}  # bit -> properties
         self.bit_of: dict[int, int] = {}  # query id -> bit
         self._query_bits = 0  # the bits of self.queries
@@ -125,8 +126,6 @@ class SharedEngine(StreamRules):
         self.aggregate_classes: list[AggregateClass] = []
         self._aggregates_by_relation: dict[str, list[AggregateClass]] = {}
         self._aggregates_by_query: dict[int, list[AggregateClass]] = {}
-        self._timers: list[tuple[float, int, tuple]] = []
-        self._tick = itertools.count()
         self._lattices: dict[tuple[int, int], Lattice] = {}
         self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
         self.class_evaluations = 0
@@ -261,7 +260,8 @@ class SharedEngine(StreamRules):
     def _new_class(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties]) -> ClassRuntime:
         while len(self.classes) <= index:
             self.classes.append(None)
-        common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver, self._schedule)
+        common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver,
+                  self.timers.schedule)
         cls: ClassRuntime
         if props.output == "results":
             cls = KeywordClass(*common, network=self.network, kid=self._kids[props.keywords])
@@ -349,7 +349,7 @@ class SharedEngine(StreamRules):
             if cls is None:
                 cls = AggregateClass(props, members, self.aggregate_sink)
                 if self.last_ts is not None:
-                    self._arm(cls, cls.start(self.last_ts))
+                    self.timers.arm(cls, cls.start(self.last_ts))
             classes.append(cls)
         for cls in current.values():
             cls.alive = False
@@ -429,7 +429,7 @@ class SharedEngine(StreamRules):
             self.window.push(relation, key, row)
             self._route_insert(relation, key, row)
             for agg in self._aggregates_by_relation.get(relation, ()):
-                self._arm(agg, agg.offer(ts, values))
+                self.timers.arm(agg, agg.offer(ts, values))
         else:
             self._delete(relation, key)
         self.applied += 1
@@ -452,11 +452,12 @@ class SharedEngine(StreamRules):
         self.clock.now = ts
         if first:
             for cls in self.aggregate_classes:
-                self._arm(cls, cls.start(ts))
+                self.timers.arm(cls, cls.start(ts))
         if self.window.pending(ts):
             self._expire(ts)
-        if self._timers and self._timers[0][0] <= ts:
-            self._fire(ts)
+        heap = self._timer_heap
+        if heap and heap[0][0] <= ts:
+            self.timers.fire(ts)
 
     def _route_insert(self, relation: str, key: Any, row: Any) -> None:
         """Evaluate an inserted tuple: the shared lattice once for every keyword set, and the filter
@@ -542,35 +543,6 @@ class SharedEngine(StreamRules):
 
     # -- event-time work -----------------------------------------------------------------
 
-    def _schedule(self, due: float, payload: tuple) -> None:
-        heapq.heappush(self._timers, (due, next(self._tick), payload))
-
-    def _arm(self, agg: AggregateClass, due: float | None) -> None:
-        """Wake ``agg`` when its next time window closes (one pending wake-up at a time)."""
-        if due is not None and due != agg.pending:
-            agg.pending = due
-            self._schedule(due, ("aggregate", agg, due))
-
-    def _fire(self, now: float) -> None:
-        timers, rows = self._timers, self.store.rows
-        while timers and timers[0][0] <= now:
-            payload = heapq.heappop(timers)[2]
-            kind = payload[0]
-            if kind == "expire":
-                _, cls, relation, key, serial = payload
-                row = rows[relation].get(key)
-                if cls.alive and row is not None and row.serial == serial:
-                    cls.expire(relation, key, row)
-            elif kind == "window":
-                _, cls, generation, window, result = payload
-                if cls.alive and cls.generation == generation:
-                    cls.delivery.expire_window(window, result)
-            else:
-                _, agg, due = payload
-                if agg.alive and agg.pending == due:
-                    agg.pending = None
-                    self._arm(agg, agg.close(now))
-
     def aggregate_state(self) -> dict[str, Any]:
         """The running windows of every aggregate class (JSON), keyed by the class's signature."""
         return {cls.signature: cls.aggregator.state() for cls in self.aggregate_classes}
@@ -583,10 +555,10 @@ class SharedEngine(StreamRules):
             cls.pending = None
             if state is not None:
                 cls.aggregator.restore(state)
-                self._arm(cls, cls.aggregator.next_close)
+                self.timers.arm(cls, cls.aggregator.next_close)
                 restored += 1
             elif self.last_ts is not None:  # a class without saved windows starts now
-                self._arm(cls, cls.start(self.last_ts))
+                self.timers.arm(cls, cls.start(self.last_ts))
         return restored
 
     # -- output ------------------------------------------------------------------------
@@ -606,7 +578,7 @@ class SharedEngine(StreamRules):
             rows, now = self.store.rows, self.clock.now
             for qid in self.query_ids(mask & self._aggregate_bits):
                 for agg in self._aggregates_by_query[qid]:
-                    self._arm(agg, agg.offer_result(now, result, rows))
+                    self.timers.arm(agg, agg.offer_result(now, result, rows))
 
     def query_ids(self, mask: int) -> list[int]:
         """The ids of the queries whose bits ``mask`` has, lowest bit first."""
@@ -655,7 +627,7 @@ class SharedEngine(StreamRules):
             "ops_applied": self.applied,
             "ops_rejected": self.rejected,
             "class_evaluations": self.class_evaluations,
-            "pending_timers": len(self._timers),
+            "pending_timers": len(self._timer_heap),
             "aggregate_classes": len(self.aggregate_classes),
             "class_details": [c.stats() for c in classes],
         }
