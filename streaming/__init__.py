@@ -29,6 +29,7 @@ COMPILED = (
     "streaming.evaluate.shared",
     "streaming.sharing.delivery",
     "streaming.sharing.classes",
+    "streaming.sharing.regrouping",
     "streaming.sharing.timers",
     "streaming.sharing.engine",
 )

@@ -29,7 +29,6 @@ alone; see ``docs/sharing.md``).
 
 from __future__ import annotations
 
-import bisect
 from time import perf_counter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -45,21 +44,13 @@ from ..window import SlidingWindow
 from .admission import Admission
 from .aggregates import AggregateClass
 from .classes import ClassRuntime, Clock, FilterClass, KeywordClass
-from .matching import (
-    ClassProperties,
-    NarrowingRule,
-    matches,
-    merge,
-    narrow,
-    registration_aggregate_classes,
-    should_narrow,
-)
+from .matching import ClassProperties, NarrowingRule, registration_aggregate_classes
 from .properties import AggregateProperties, QueryProperties
+from .regrouping import SHARING_MODES, Regrouping
 from .timers import EventTimers
 
 __all__ = ["SHARING_MODES", "SharedEngine"]
 
-SHARING_MODES = ("match", "widen")
 # up to this many vocabulary words a text is tested for each as a substring before it is tokenized
 _PREFILTER_WORDS = 16
 
@@ -70,6 +61,8 @@ QuerySink = Callable[[int, str, Result], None]
 DeliverySink = Callable[[int, str, Result], None]
 #: ``sink(aggregate id, window end, value)``
 AggregateSink = Callable[[int, float, Any], None]
+#: the groups of a plan change: class index -> (properties, members by query bit)
+Groups = Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]
 
 
 def _ignore(*_: Any) -> None:
@@ -155,63 +148,59 @@ class SharedEngine(StreamRules):
         if len(wanted) != len(queries):
             raise ValueError("query ids must be unique")
         old = {q.id: q for q in self.queries.values()}
-        leaving = [qid for qid in old if wanted.get(qid) != old[qid]]
+        regrouping = Regrouping(self.live_classes(), self.mode)
         joining = [q for q in queries if old.get(q.id) != q]
-        # every class as (properties, members); a touched class's member set or properties change
-        plans = {c.index: (c.props, dict(c.members)) for c in self.live_classes()}
-        touched: set[int] = set()
+        self._set_bits([qid for qid in old if wanted.get(qid) != old[qid]], joining, regrouping)
+        self._set_vocabulary()
+        self._set_admission()
+        regrouping.join((self.bit_of[q.id], q) for q in joining)
+        regrouping.narrow_classes(self.narrowing, narrow_now)
+        touched = regrouping.touched
+        retention = regrouping.retention(others)
+        if retention != self.window.seconds:
+            self._set_retention(retention)
+            touched = set(regrouping.groups)  # every class's retention changed
+        self._set_keyword_sets(regrouping.groups)
+        rebuilt = {q.id for q in joining}
+        rebuilt.update(self._set_classes(regrouping.groups, touched))
+        self._set_routes()
+        self._set_aggregates(aggregates)
+        return rebuilt
+
+    def _set_bits(self, leaving: Sequence[int], joining: Sequence[QueryProperties], regrouping: Regrouping) -> None:
+        """Take the leaving queries (by id) out of their classes and free their bits; give each joining
+        query the lowest bit not taken, but not a freed one (it may still sit in a class's delivery)."""
         freed = set()
         for qid in leaving:
             index = self.class_of.pop(qid).index
             bit = self.bit_of.pop(qid)
             del self.queries[bit]
-            del plans[index][1][bit]
-            touched.add(index)
+            regrouping.leave(index, bit)
             freed.add(bit)
-        taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
+        taken = set(self.queries) | freed
         bit = 0
-        for q in joining:  # each the lowest bit not taken
+        for q in joining:
             while bit in taken:
                 bit += 1
             taken.add(bit)
             self.bit_of[q.id] = bit
             self.queries[bit] = q
         self._query_bits = sum(1 << b for b in self.queries)
-        self._set_vocabulary()
+
+    def _set_admission(self) -> None:
+        """The new plan's query predicates, and every stored tuple's query mask under them."""
         self.admission = Admission(self.schema, self.queries, *self.selection_args)
         for relation, rows in self.store.rows.items():
             for row in rows.values():
                 row.qmask = self.admission.qmask(relation, row.values, observe=False)
-        of_key: dict[tuple, list[int]] = {}  # the classes that can take a query of (keywords, output), in order
-        for index in sorted(plans):
-            props = plans[index][0]
-            of_key.setdefault((props.keywords, props.output), []).append(index)
-        for q in joining:
-            touched.add(self._place(q, plans, of_key))
+
+    def _set_classes(self, groups: Groups, touched: set[int]) -> list[int]:
+        """Make the touched classes what the regrouping says: drop the emptied ones, hand one whose
+        properties and retention are unchanged its new members, build the others anew. Returns the ids
+        of the members of the classes built anew."""
+        rebuilt: list[int] = []
         for index in sorted(touched):
-            props, members = plans[index]
-            current = self._class(index)
-            if current is None or not members:
-                continue
-            narrowed = narrow(list(members.values()))
-            if narrow_now or should_narrow(props, narrowed, current.delivery.produced,
-                                           current.delivery.undelivered, self.narrowing):
-                plans[index] = (narrowed, members)
-        if narrow_now:
-            for cls in self.live_classes():
-                members = plans[cls.index][1]
-                if members:
-                    plans[cls.index] = (narrow(list(members.values())), members)
-                    touched.add(cls.index)
-        retention = _retention([*(props for props, members in plans.values() if members),
-                                *(ClassProperties.of(q) for q in others)])
-        if retention != self.window.seconds:
-            self._set_retention(retention)
-            touched = set(plans)
-        self._set_keyword_sets(plans)
-        rebuilt: set[int] = {q.id for q in joining}
-        for index in sorted(touched):
-            props, members = plans[index]
+            props, members = groups[index]
             current = self._class(index)
             if not members:
                 if current is not None:
@@ -225,37 +214,24 @@ class SharedEngine(StreamRules):
                     current.detach()
                 current = self._new_class(index, props, members)
                 current.build()
-                rebuilt.update(q.id for q in members.values())
+                rebuilt.extend(q.id for q in members.values())
             for q in members.values():
                 self.class_of[q.id] = current
-        self._set_routes()
-        self._set_aggregates(aggregates)
         return rebuilt
+
+    def _rebuild_classes(self) -> None:
+        """Evaluate the shared lattice and every class anew over the stored tuples (CNEvalStatic)."""
+        self.network.rebuild()
+        for cls in self.live_classes():
+            cls.detach()
+            rebuilt = self._new_class(cls.index, cls.props, cls.members)
+            rebuilt.build()
+            for q in rebuilt.members.values():
+                self.class_of[q.id] = rebuilt
+        self._set_routes()
 
     def _class(self, index: int) -> ClassRuntime | None:
         return self.classes[index] if index < len(self.classes) else None
-
-    def _place(self, q: QueryProperties, plans: dict[int, tuple[ClassProperties, dict[int, QueryProperties]]],
-               of_key: dict[tuple, list[int]]) -> int:
-        """Put a joining query in the first class that serves it (or, widening, the class of its
-        keyword set); else in a new class. Returns the class index. ``of_key`` lists the classes of
-        each (keywords, output) in index order (only those can serve a query of it); a new class joins it."""
-        bit = self.bit_of[q.id]
-        key = (q.keywords, q.output)
-        indexes = of_key.setdefault(key, [])
-        for index in indexes:
-            props, members = plans[index]
-            if matches(props, q):
-                members[bit] = q
-                return index
-            if self.mode == "widen":
-                members[bit] = q
-                plans[index] = (merge(props, q), members)
-                return index
-        index = min(set(range(len(plans) + 1)) - set(plans))
-        plans[index] = (ClassProperties.of(q), {bit: q})
-        bisect.insort(indexes, index)
-        return index
 
     def _new_class(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties]) -> ClassRuntime:
         while len(self.classes) <= index:
@@ -270,11 +246,14 @@ class SharedEngine(StreamRules):
         self.classes[index] = cls
         return cls
 
-    def _set_keyword_sets(self, plans: Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]) -> None:
+    def live_classes(self) -> list[ClassRuntime]:
+        return [c for c in self.classes if c is not None]
+
+    def _set_keyword_sets(self, groups: Groups) -> None:
         """Register with the shared lattice every keyword set the classes need, at the largest Tmax of
         its classes, and forget the others (first: a word's bit may be reused by a new word)."""
         needed: dict[frozenset[str], int] = {}
-        for props, members in plans.values():
+        for props, members in groups.values():
             if members and props.output == "results":
                 needed[props.keywords] = max(needed.get(props.keywords, 0), props.tmax)
         for words in [w for w in self._kids if w not in needed]:
@@ -298,9 +277,6 @@ class SharedEngine(StreamRules):
         if lattice is None:
             lattice = self._lattices[key] = Lattice.build(self.schema, m, tmax)
         return lattice
-
-    def live_classes(self) -> list[ClassRuntime]:
-        return [c for c in self.classes if c is not None]
 
     def _set_vocabulary(self) -> None:
         """Keep each keyword's bit while some query has it; new keywords take free bits; reclassify."""
@@ -327,6 +303,8 @@ class SharedEngine(StreamRules):
             self._expire(self.last_ts)
 
     def _set_routes(self) -> None:
+        """Which classes an op goes to: the keyword classes of each lattice keyword set, the filter
+        classes of each relation."""
         self._classes_of_kid = {}
         self._filter_classes = {}
         for cls in self.live_classes():
@@ -532,14 +510,7 @@ class SharedEngine(StreamRules):
                 self.forget(relation, key)
         if self.last_ts is not None:
             self.clock.now = self.last_ts
-        self.network.rebuild()
-        for cls in self.live_classes():
-            cls.detach()
-            rebuilt = self._new_class(cls.index, cls.props, cls.members)
-            rebuilt.build()
-            for q in rebuilt.members.values():
-                self.class_of[q.id] = rebuilt
-        self._set_routes()
+        self._rebuild_classes()
 
     # -- event-time work -----------------------------------------------------------------
 
@@ -632,10 +603,3 @@ class SharedEngine(StreamRules):
             "class_details": [c.stats() for c in classes],
         }
 
-
-def _retention(props: Iterable[ClassProperties]) -> float | None:
-    """The store's retention: the widest class window (None: some class has no window, or none)."""
-    windows = [p.window for p in props]
-    if not windows or any(w is None for w in windows):
-        return None
-    return max(w for w in windows if w is not None)
