@@ -27,6 +27,7 @@ MODULES = [
     "streaming/sharing/classes.py",
     "streaming/sharing/regrouping.py",
     "streaming/sharing/timers.py",
+    "streaming/sharing/plan_state.py",
     "streaming/sharing/engine.py",
 ]
 

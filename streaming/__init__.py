@@ -31,6 +31,7 @@ COMPILED = (
     "streaming.sharing.classes",
     "streaming.sharing.regrouping",
     "streaming.sharing.timers",
+    "streaming.sharing.plan_state",
     "streaming.sharing.engine",
 )
 PURE_PYTHON = os.environ.get("KWMONITOR_PURE_PYTHON") == "1"
