@@ -25,6 +25,9 @@ MODULES = [
     "streaming/evaluate/shared.py",
     "streaming/sharing/delivery.py",
     "streaming/sharing/classes.py",
+    "streaming/sharing/regrouping.py",
+    "streaming/sharing/timers.py",
+    "streaming/sharing/plan_state.py",
     "streaming/sharing/engine.py",
 ]
 

@@ -29,6 +29,9 @@ COMPILED = (
     "streaming.evaluate.shared",
     "streaming.sharing.delivery",
     "streaming.sharing.classes",
+    "streaming.sharing.regrouping",
+    "streaming.sharing.timers",
+    "streaming.sharing.plan_state",
     "streaming.sharing.engine",
 )
 PURE_PYTHON = os.environ.get("KWMONITOR_PURE_PYTHON") == "1"

@@ -11,10 +11,11 @@ class hands its results to its members through a
 :class:`~streaming.sharing.delivery.Delivery` (each member's own Tmax,
 window and predicates).
 
-Two kinds of event-time work are scheduled on the engine's timer (so an op
-costs nothing per class unless a class has something due): a tuple leaving a
-filter class's window narrower than the store's retention, and a result
-leaving a member window narrower than the class's.
+Two kinds of event-time work are scheduled on the engine's timers
+(:class:`~streaming.sharing.timers.EventTimers`), so an op costs nothing per
+class unless a class has something due: a tuple leaving a filter class's
+window narrower than the store's retention, and a result leaving a member
+window narrower than the class's.
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ evaluated once (:mod:`streaming.sharing.classes`) and filtered per member
 (:mod:`streaming.sharing.delivery`); aggregate subscriptions share relaxed
 windows (:mod:`streaming.sharing.windows`).
 
+The engine is built in three parts: what a plan sets up and every op reads
+(:class:`~streaming.sharing.plan_state.PlanState`, which :class:`SharedEngine`
+extends, so the op path reads it on ``self``; how a plan change regroups the
+queries into classes is :mod:`streaming.sharing.regrouping`), the op path and
+its output (this module), and the event-time timers
+(:mod:`streaming.sharing.timers`).
+
 An op costs work only where it can matter: a tuple goes to the classes whose
 keywords it contains and to those where one of its neighbours (a tuple it
 references or that references it) sits in a lattice node (``LiveTuple.classes``);
@@ -29,40 +36,19 @@ alone; see ``docs/sharing.md``).
 
 from __future__ import annotations
 
-import bisect
-import heapq
-import itertools
 from time import perf_counter
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
 from ..clock import ClockGuard
-from ..engine import StreamRules
 from ..evaluate.results import Result
-from ..evaluate.shared import SharedLatticeEvaluator
-from ..keywords import tokens
-from ..lattice import Lattice
 from ..ops import Op, OpRejected
 from ..schema import Schema
-from ..window import SlidingWindow
-from .admission import Admission
-from .aggregates import AggregateClass
-from .classes import ClassRuntime, Clock, FilterClass, KeywordClass
-from .matching import (
-    ClassProperties,
-    NarrowingRule,
-    matches,
-    merge,
-    narrow,
-    registration_aggregate_classes,
-    should_narrow,
-)
-from .properties import AggregateProperties, QueryProperties
+from .classes import FilterClass
+from .matching import NarrowingRule
+from .plan_state import PlanState
+from .regrouping import SHARING_MODES
 
 __all__ = ["SHARING_MODES", "SharedEngine"]
-
-SHARING_MODES = ("match", "widen")
-# up to this many vocabulary words a text is tested for each as a substring before it is tokenized
-_PREFILTER_WORDS = 16
 
 #: ``sink(query id, "add" | "remove", result)``
 QuerySink = Callable[[int, str, Result], None]
@@ -77,7 +63,7 @@ def _ignore(*_: Any) -> None:
     return None
 
 
-class SharedEngine(StreamRules):
+class SharedEngine(PlanState):
     """All queries and aggregate subscriptions of one stream, evaluated with sharing.
 
     Build it, call :meth:`set_plan` (again whenever the plan changes), then
@@ -95,302 +81,16 @@ class SharedEngine(StreamRules):
                  selection_period: int = 10_000, selection_mu: float = 0.1,
                  narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None,
                  delivery_sink: DeliverySink | None = None):
-        if mode not in SHARING_MODES:
-            raise ValueError(f"sharing mode must be one of {', '.join(SHARING_MODES)}, got {mode!r}")
-        super().__init__(schema, None, guard)
-        self.mode = mode
+        super().__init__(schema, mode, aggregate_sink, (selection_kind, selection_period, selection_mu),
+                         narrowing, guard)
         self.sink = sink
         self.delivery_sink = delivery_sink
-        self.aggregate_sink = aggregate_sink
         self.forget = forget
-        self.selection_args = (selection_kind, selection_period, selection_mu)
-        self.narrowing = narrowing
-        self.clock = Clock()
-        self.queries: dict[int, QueryProperties] = {}  # bit -> properties
-        self.bit_of: dict[int, int] = {}  # query id -> bit
-        self._query_bits = 0  # the bits of self.queries
-        self._aggregate_bits = 0  # the bits of the queries feeding an aggregate subscription
-        self.class_of: dict[int, ClassRuntime] = {}  # query id -> class
-        self.classes: list[ClassRuntime | None] = []
-        self.vocabulary: dict[str, int] = {}
-        self._keyword_words: tuple[str, ...] = ()
-        self.network = SharedLatticeEvaluator(schema, self.store)
         self.network_busy = 0.0  # seconds the shared lattice spent evaluating ops
-        self._kids: dict[frozenset[str], int] = {}  # keyword set -> its id in the shared lattice
-        self._kid_tmax: dict[int, int] = {}
-        self._classes_of_kid: dict[int, list[KeywordClass]] = {}
-        self._filter_classes: dict[str, int] = {}
-        self.admission = Admission(schema, {})
-        self.aggregates: dict[int, AggregateProperties] = {}
-        self.aggregate_classes: list[AggregateClass] = []
-        self._aggregates_by_relation: dict[str, list[AggregateClass]] = {}
-        self._aggregates_by_query: dict[int, list[AggregateClass]] = {}
-        self._timers: list[tuple[float, int, tuple]] = []
-        self._tick = itertools.count()
-        self._lattices: dict[tuple[int, int], Lattice] = {}
-        self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
         self.class_evaluations = 0
-
-    # -- the plan ----------------------------------------------------------------------
-
-    def set_plan(self, queries: Sequence[QueryProperties], aggregates: Sequence[AggregateProperties] = (),
-                 narrow_now: bool = False, others: Sequence[QueryProperties] = ()) -> set[int]:
-        """Adopt a new plan; returns the ids of queries whose live sets were rebuilt (not sent to the sink).
-
-        ``others`` are the stream's queries evaluated elsewhere (another
-        evaluator of the stream): they are not evaluated here, but the store
-        keeps tuples as long as their windows need, so this engine stores
-        and judges every op as one engine of all the stream's queries would,
-        and a class moved here is built over the same tuples.
-
-        Queries keep their class while they stay unchanged; joining (or
-        changed) queries are placed in registration order by the sharing
-        mode; a class left by a member keeps its properties until
-        :func:`~streaming.sharing.matching.should_narrow` (or ``narrow_now``)
-        says to narrow it. The shared lattice evaluates each keyword set the
-        classes need, at the largest Tmax of its classes (what a keyword set
-        newly needs is evaluated over the stored tuples with CNEvalStatic);
-        a class whose properties change is handed its results afresh.
-        """
-        wanted = {q.id: q for q in queries}
-        if len(wanted) != len(queries):
-            raise ValueError("query ids must be unique")
-        old = {q.id: q for q in self.queries.values()}
-        leaving = [qid for qid in old if wanted.get(qid) != old[qid]]
-        joining = [q for q in queries if old.get(q.id) != q]
-        # every class as (properties, members); a touched class's member set or properties change
-        plans = {c.index: (c.props, dict(c.members)) for c in self.live_classes()}
-        touched: set[int] = set()
-        freed = set()
-        for qid in leaving:
-            index = self.class_of.pop(qid).index
-            bit = self.bit_of.pop(qid)
-            del self.queries[bit]
-            del plans[index][1][bit]
-            touched.add(index)
-            freed.add(bit)
-        taken = set(self.queries) | freed  # a freed bit may still sit in a class's delivery
-        bit = 0
-        for q in joining:  # each the lowest bit not taken
-            while bit in taken:
-                bit += 1
-            taken.add(bit)
-            self.bit_of[q.id] = bit
-            self.queries[bit] = q
-        self._query_bits = sum(1 << b for b in self.queries)
-        self._set_vocabulary()
-        self.admission = Admission(self.schema, self.queries, *self.selection_args)
-        for relation, rows in self.store.rows.items():
-            for row in rows.values():
-                row.qmask = self.admission.qmask(relation, row.values, observe=False)
-        of_key: dict[tuple, list[int]] = {}  # the classes that can take a query of (keywords, output), in order
-        for index in sorted(plans):
-            props = plans[index][0]
-            of_key.setdefault((props.keywords, props.output), []).append(index)
-        for q in joining:
-            touched.add(self._place(q, plans, of_key))
-        for index in sorted(touched):
-            props, members = plans[index]
-            current = self._class(index)
-            if current is None or not members:
-                continue
-            narrowed = narrow(list(members.values()))
-            if narrow_now or should_narrow(props, narrowed, current.delivery.produced,
-                                           current.delivery.undelivered, self.narrowing):
-                plans[index] = (narrowed, members)
-        if narrow_now:
-            for cls in self.live_classes():
-                members = plans[cls.index][1]
-                if members:
-                    plans[cls.index] = (narrow(list(members.values())), members)
-                    touched.add(cls.index)
-        retention = _retention([*(props for props, members in plans.values() if members),
-                                *(ClassProperties.of(q) for q in others)])
-        if retention != self.window.seconds:
-            self._set_retention(retention)
-            touched = set(plans)
-        self._set_keyword_sets(plans)
-        rebuilt: set[int] = {q.id for q in joining}
-        for index in sorted(touched):
-            props, members = plans[index]
-            current = self._class(index)
-            if not members:
-                if current is not None:
-                    current.detach()
-                    self.classes[index] = None
-                continue
-            if current is not None and current.props == props and current.retention == self.window.seconds:
-                current.set_members(members, self._deliver)
-            else:
-                if current is not None:
-                    current.detach()
-                current = self._new_class(index, props, members)
-                current.build()
-                rebuilt.update(q.id for q in members.values())
-            for q in members.values():
-                self.class_of[q.id] = current
-        self._set_routes()
-        self._set_aggregates(aggregates)
-        return rebuilt
-
-    def _class(self, index: int) -> ClassRuntime | None:
-        return self.classes[index] if index < len(self.classes) else None
-
-    def _place(self, q: QueryProperties, plans: dict[int, tuple[ClassProperties, dict[int, QueryProperties]]],
-               of_key: dict[tuple, list[int]]) -> int:
-        """Put a joining query in the first class that serves it (or, widening, the class of its
-        keyword set); else in a new class. Returns the class index. ``of_key`` lists the classes of
-        each (keywords, output) in index order (only those can serve a query of it); a new class joins it."""
-        bit = self.bit_of[q.id]
-        key = (q.keywords, q.output)
-        indexes = of_key.setdefault(key, [])
-        for index in indexes:
-            props, members = plans[index]
-            if matches(props, q):
-                members[bit] = q
-                return index
-            if self.mode == "widen":
-                members[bit] = q
-                plans[index] = (merge(props, q), members)
-                return index
-        index = min(set(range(len(plans) + 1)) - set(plans))
-        plans[index] = (ClassProperties.of(q), {bit: q})
-        bisect.insort(indexes, index)
-        return index
-
-    def _new_class(self, index: int, props: ClassProperties, members: Mapping[int, QueryProperties]) -> ClassRuntime:
-        while len(self.classes) <= index:
-            self.classes.append(None)
-        common = (index, props, members, self.store, self.clock, self.window.seconds, self._deliver, self._schedule)
-        cls: ClassRuntime
-        if props.output == "results":
-            cls = KeywordClass(*common, network=self.network, kid=self._kids[props.keywords])
-        else:
-            cls = FilterClass(*common)
-        self.classes[index] = cls
-        return cls
-
-    def _set_keyword_sets(self, plans: Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]) -> None:
-        """Register with the shared lattice every keyword set the classes need, at the largest Tmax of
-        its classes, and forget the others (first: a word's bit may be reused by a new word)."""
-        needed: dict[frozenset[str], int] = {}
-        for props, members in plans.values():
-            if members and props.output == "results":
-                needed[props.keywords] = max(needed.get(props.keywords, 0), props.tmax)
-        for words in [w for w in self._kids if w not in needed]:
-            kid = self._kids.pop(words)
-            del self._kid_tmax[kid]
-            self.network.remove_keyword_set(kid)
-        for words, tmax in needed.items():
-            kid = self._kids.get(words)
-            if kid is None:
-                kid = self._kids[words] = min(set(range(len(self._kids) + 1)) - set(self._kids.values()))
-            elif self._kid_tmax[kid] == tmax:
-                continue
-            self._kid_tmax[kid] = tmax
-            ordered = sorted(words)
-            self.network.set_keyword_set(kid, [self.vocabulary[w] for w in ordered], self.lattice(len(ordered), tmax))
-
-    def lattice(self, m: int, tmax: int) -> Lattice:
-        """The CN lattice of ``m`` keywords and ``tmax`` on this schema (built once)."""
-        key = (m, tmax)
-        lattice = self._lattices.get(key)
-        if lattice is None:
-            lattice = self._lattices[key] = Lattice.build(self.schema, m, tmax)
-        return lattice
-
-    def live_classes(self) -> list[ClassRuntime]:
-        return [c for c in self.classes if c is not None]
-
-    def _set_vocabulary(self) -> None:
-        """Keep each keyword's bit while some query has it; new keywords take free bits; reclassify."""
-        words = {k for q in self.queries.values() for k in q.keywords}
-        vocabulary = {k: b for k, b in self.vocabulary.items() if k in words}
-        for word in sorted(words - set(vocabulary)):
-            vocabulary[word] = min(set(range(len(vocabulary) + 1)) - set(vocabulary.values()))
-        if vocabulary == self.vocabulary:
-            return
-        self.vocabulary = vocabulary
-        self._keyword_words = tuple(vocabulary)
-        for relation, rows in self.store.rows.items():
-            for row in rows.values():
-                row.mask = self._classify(relation, row.values)
-
-    def _set_retention(self, seconds: float | None) -> None:
-        """A new widest window: re-queue the stored tuples and let the ones now too old expire."""
-        self.window = SlidingWindow(seconds)
-        stored = sorted(((row.ts, row.serial, relation, key, row) for relation, rows in self.store.rows.items()
-                         for key, row in rows.items()), key=lambda item: (item[0], item[1]))
-        for _, _, relation, key, row in stored:
-            self.window.push(relation, key, row)
-        if self.last_ts is not None and self.window.pending(self.last_ts):
-            self._expire(self.last_ts)
-
-    def _set_routes(self) -> None:
-        self._classes_of_kid = {}
-        self._filter_classes = {}
-        for cls in self.live_classes():
-            if isinstance(cls, KeywordClass):
-                self._classes_of_kid.setdefault(cls.kid, []).append(cls)
-            else:
-                for relation in cls.props.relations:
-                    self._filter_classes[relation] = self._filter_classes.get(relation, 0) | cls.bit
-
-    def _set_aggregates(self, subs: Sequence[AggregateProperties]) -> None:
-        """Group the aggregate subscriptions into shared windows; unchanged groups keep their state."""
-        groups = registration_aggregate_classes(subs, self.mode)
-        current = {(c.props, tuple(m.id for m in c.members)): c for c in self.aggregate_classes}
-        classes = []
-        for props, members in groups:
-            cls = current.pop((props, tuple(m.id for m in members)), None)
-            if cls is not None and cls.members != members:
-                cls.alive = False
-                cls = None
-            if cls is None:
-                cls = AggregateClass(props, members, self.aggregate_sink)
-                if self.last_ts is not None:
-                    self._arm(cls, cls.start(self.last_ts))
-            classes.append(cls)
-        for cls in current.values():
-            cls.alive = False
-        self.aggregates = {s.id: s for s in subs}
-        self.aggregate_classes = classes
-        self._aggregates_by_relation = {}
-        self._aggregates_by_query = {}
-        for cls in classes:
-            if cls.source_relation is not None:
-                self._aggregates_by_relation.setdefault(cls.source_relation, []).append(cls)
-            else:
-                assert cls.source_query is not None
-                self._aggregates_by_query.setdefault(cls.source_query, []).append(cls)
-        self._aggregate_bits = sum(1 << self.bit_of[qid] for qid in self._aggregates_by_query if qid in self.bit_of)
+        self._timer_heap = self.timers.heap  # read on every op (is a timer due?), not through self.timers
 
     # -- ops ---------------------------------------------------------------------------
-
-    def _classify(self, relation: str, values: dict) -> int:
-        """The tuple's keywords as bits of the stream's vocabulary (with a few words, a substring test
-        skips most text; with many, each token is looked up)."""
-        mask = 0
-        words = self._keyword_words
-        if not words:
-            return 0
-        vocabulary = self.vocabulary
-        prefilter = len(words) <= _PREFILTER_WORDS
-        for attr in self._searchable[relation]:
-            value = values.get(attr)
-            if value.__class__ is str:
-                low = value.casefold()
-                if prefilter:
-                    for word in words:
-                        if word in low:
-                            break
-                    else:
-                        continue
-                for token in tokens(low):
-                    bit = vocabulary.get(token)
-                    if bit is not None:
-                        mask |= 1 << bit
-        return mask
 
     def apply(self, op: Op, qmask: int | None = None,
               hits: Iterable[str] | None = None) -> list:
@@ -429,7 +129,7 @@ class SharedEngine(StreamRules):
             self.window.push(relation, key, row)
             self._route_insert(relation, key, row)
             for agg in self._aggregates_by_relation.get(relation, ()):
-                self._arm(agg, agg.offer(ts, values))
+                self.timers.arm(agg, agg.offer(ts, values))
         else:
             self._delete(relation, key)
         self.applied += 1
@@ -452,11 +152,12 @@ class SharedEngine(StreamRules):
         self.clock.now = ts
         if first:
             for cls in self.aggregate_classes:
-                self._arm(cls, cls.start(ts))
+                self.timers.arm(cls, cls.start(ts))
         if self.window.pending(ts):
             self._expire(ts)
-        if self._timers and self._timers[0][0] <= ts:
-            self._fire(ts)
+        heap = self._timer_heap
+        if heap and heap[0][0] <= ts:
+            self.timers.fire(ts)
 
     def _route_insert(self, relation: str, key: Any, row: Any) -> None:
         """Evaluate an inserted tuple: the shared lattice once for every keyword set, and the filter
@@ -531,45 +232,9 @@ class SharedEngine(StreamRules):
                 self.forget(relation, key)
         if self.last_ts is not None:
             self.clock.now = self.last_ts
-        self.network.rebuild()
-        for cls in self.live_classes():
-            cls.detach()
-            rebuilt = self._new_class(cls.index, cls.props, cls.members)
-            rebuilt.build()
-            for q in rebuilt.members.values():
-                self.class_of[q.id] = rebuilt
-        self._set_routes()
+        self._rebuild_classes()
 
-    # -- event-time work -----------------------------------------------------------------
-
-    def _schedule(self, due: float, payload: tuple) -> None:
-        heapq.heappush(self._timers, (due, next(self._tick), payload))
-
-    def _arm(self, agg: AggregateClass, due: float | None) -> None:
-        """Wake ``agg`` when its next time window closes (one pending wake-up at a time)."""
-        if due is not None and due != agg.pending:
-            agg.pending = due
-            self._schedule(due, ("aggregate", agg, due))
-
-    def _fire(self, now: float) -> None:
-        timers, rows = self._timers, self.store.rows
-        while timers and timers[0][0] <= now:
-            payload = heapq.heappop(timers)[2]
-            kind = payload[0]
-            if kind == "expire":
-                _, cls, relation, key, serial = payload
-                row = rows[relation].get(key)
-                if cls.alive and row is not None and row.serial == serial:
-                    cls.expire(relation, key, row)
-            elif kind == "window":
-                _, cls, generation, window, result = payload
-                if cls.alive and cls.generation == generation:
-                    cls.delivery.expire_window(window, result)
-            else:
-                _, agg, due = payload
-                if agg.alive and agg.pending == due:
-                    agg.pending = None
-                    self._arm(agg, agg.close(now))
+    # -- aggregate windows -------------------------------------------------------------
 
     def aggregate_state(self) -> dict[str, Any]:
         """The running windows of every aggregate class (JSON), keyed by the class's signature."""
@@ -583,10 +248,10 @@ class SharedEngine(StreamRules):
             cls.pending = None
             if state is not None:
                 cls.aggregator.restore(state)
-                self._arm(cls, cls.aggregator.next_close)
+                self.timers.arm(cls, cls.aggregator.next_close)
                 restored += 1
             elif self.last_ts is not None:  # a class without saved windows starts now
-                self._arm(cls, cls.start(self.last_ts))
+                self.timers.arm(cls, cls.start(self.last_ts))
         return restored
 
     # -- output ------------------------------------------------------------------------
@@ -606,7 +271,7 @@ class SharedEngine(StreamRules):
             rows, now = self.store.rows, self.clock.now
             for qid in self.query_ids(mask & self._aggregate_bits):
                 for agg in self._aggregates_by_query[qid]:
-                    self._arm(agg, agg.offer_result(now, result, rows))
+                    self.timers.arm(agg, agg.offer_result(now, result, rows))
 
     def query_ids(self, mask: int) -> list[int]:
         """The ids of the queries whose bits ``mask`` has, lowest bit first."""
@@ -655,15 +320,7 @@ class SharedEngine(StreamRules):
             "ops_applied": self.applied,
             "ops_rejected": self.rejected,
             "class_evaluations": self.class_evaluations,
-            "pending_timers": len(self._timers),
+            "pending_timers": len(self._timer_heap),
             "aggregate_classes": len(self.aggregate_classes),
             "class_details": [c.stats() for c in classes],
         }
-
-
-def _retention(props: Iterable[ClassProperties]) -> float | None:
-    """The store's retention: the widest class window (None: some class has no window, or none)."""
-    windows = [p.window for p in props]
-    if not windows or any(w is None for w in windows):
-        return None
-    return max(w for w in windows if w is not None)
