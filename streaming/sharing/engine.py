@@ -50,8 +50,6 @@ from .regrouping import SHARING_MODES
 
 __all__ = ["SHARING_MODES", "SharedEngine"]
 
-#: ``sink(query id, "add" | "remove", result)``
-QuerySink = Callable[[int, str, Result], None]
 #: ``sink(receivers, "add" | "remove", result)``: ``receivers`` is the mask of the bits of the queries the
 #: change reaches (:meth:`SharedEngine.query_ids` names them)
 DeliverySink = Callable[[int, str, Result], None]
@@ -67,23 +65,21 @@ class SharedEngine(PlanState):
     """All queries and aggregate subscriptions of one stream, evaluated with sharing.
 
     Build it, call :meth:`set_plan` (again whenever the plan changes), then
-    :meth:`apply` ops in order. Changes go to ``sink`` (one call per query,
-    or, given ``delivery_sink``, one per change with the mask of the queries
-    it reaches: a result of a class reaches many members at once) and window
+    :meth:`apply` ops in order. Changes go to ``delivery_sink``, once per
+    change with the mask of the queries it reaches (a result of a class
+    reaches many members at once; :meth:`query_ids` names them), and window
     values to ``aggregate_sink`` as they happen, and ``forget`` hears of
     every tuple that leaves the store (deleted or expired); :meth:`results`
     gives a query's live set.
     """
 
-    def __init__(self, schema: Schema, mode: str = "widen", sink: QuerySink = _ignore,
+    def __init__(self, schema: Schema, mode: str = "widen", delivery_sink: DeliverySink = _ignore,
                  aggregate_sink: AggregateSink = _ignore, forget: Callable[[str, Any], None] = _ignore,
                  selection_kind: str = "hybrid",
                  selection_period: int = 10_000, selection_mu: float = 0.1,
-                 narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None,
-                 delivery_sink: DeliverySink | None = None):
+                 narrowing: NarrowingRule = NarrowingRule(), guard: ClockGuard | None = None):
         super().__init__(schema, mode, aggregate_sink, (selection_kind, selection_period, selection_mu),
                          narrowing, guard)
-        self.sink = sink
         self.delivery_sink = delivery_sink
         self.forget = forget
         self.network_busy = 0.0  # seconds the shared lattice spent evaluating ops
@@ -261,12 +257,7 @@ class SharedEngine(PlanState):
         mask &= self._query_bits  # not a query that left, while its class waits to be rebuilt
         if not mask:
             return
-        if self.delivery_sink is not None:
-            self.delivery_sink(mask, kind, result)
-        else:
-            sink = self.sink
-            for qid in self.query_ids(mask):
-                sink(qid, kind, result)
+        self.delivery_sink(mask, kind, result)
         if kind == "add" and mask & self._aggregate_bits:
             rows, now = self.store.rows, self.clock.now
             for qid in self.query_ids(mask & self._aggregate_bits):

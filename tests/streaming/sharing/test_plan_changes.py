@@ -60,7 +60,11 @@ def test_plan_changes_mid_stream_equal_a_fresh_engine(data):
         else:
             live[qid].remove(key)
 
-    engine = SharedEngine(schema, mode, sink=sink)
+    def deliver(receivers, kind, result):
+        for qid in engine.query_ids(receivers):
+            sink(qid, kind, result)
+
+    engine = SharedEngine(schema, mode, delivery_sink=deliver)
     engine.set_plan(props(first))
     for obj in ops[:cut]:
         try:
