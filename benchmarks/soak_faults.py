@@ -6,7 +6,8 @@ a redis-server with the persistence of ``make run`` (none), a throwaway
 PostgreSQL cluster, a Spark standalone cluster of two workers (what ``make
 cluster`` runs), daphne under ``scripts/keep_up.sh`` (``make run``'s
 supervision), the evaluator launched on the cluster by the supervisor, beat's
-supervision and history rounds in a thread. ``--queries`` saved keyword
+supervision and history rounds in a process of their own (as Celery's worker
+runs them). ``--queries`` saved keyword
 queries (keyword sets drawn from ``--keyword-sets`` sets of the stream's words
 by ``streaming.workloads.queries``; one Tmax and window for all, the reference
 engine's query), ``--clients`` websocket clients speaking the browser's
@@ -245,7 +246,7 @@ def soak(args: argparse.Namespace, own_redis, own_pg, cluster) -> dict[str, Any]
               for i, name in enumerate(args.faults)]
     redis_dirs = iter(workdir / f"redis-empty-{i}" for i in range(len(faults)))
     with asgi_server(own_redis.url, extra_env=faulty.env, under=[str(SERVED / "scripts/keep_up.sh")],
-                     timeout=60) as base, evaluated(client, faulty.stream) as evaluator, \
+                     timeout=60) as base, evaluated(client, faulty.stream, own_redis.url) as evaluator, \
             FeedClients(base, faulty.token, followed, per_query, BACKOFF_MAX) as clients:
         port = int(base.rpartition(":")[2])
         wait = time.monotonic() + 120
@@ -346,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-processes", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench" / "soak-faults")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the run's own services on the way out
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     report = run(args)

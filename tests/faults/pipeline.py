@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -129,22 +130,41 @@ class Evaluated:
 
 
 @contextlib.contextmanager
-def evaluated(client, stream: Stream) -> Iterator[Evaluated]:
-    """Start the stream's evaluator under the supervisor, wait for it to run, then run beat's rounds in a thread;
-    on the way out stop the rounds, then the evaluator."""
+def evaluated(client, stream: Stream, beat_redis_url: str | None = None) -> Iterator[Evaluated]:
+    """Start the stream's evaluator under the supervisor, wait for it to run, then run beat's rounds in a thread
+    (with ``beat_redis_url``: in a forked process on its own client of that Redis, as Celery's worker runs them,
+    so that they do not take this process's GIL from a feeder and clients measured in it); on the way out stop
+    the rounds, then the evaluator."""
     supervisor = Supervisor()
     run = Evaluated(supervisor.start(stream.evaluator.pk).pk)
-    stop = threading.Event()
-    beating = threading.Thread(target=beat, args=(client, stop, run.beat_errors), daemon=True)
+    if beat_redis_url is not None:
+        context = multiprocessing.get_context("fork")
+        stop, errors = context.Event(), context.SimpleQueue()
+        beating = context.Process(target=_beat_in_process, args=(beat_redis_url, stop, errors), daemon=True)
+    else:
+        stop, errors = threading.Event(), None
+        beating = threading.Thread(target=beat, args=(client, stop, run.beat_errors), daemon=True)
     try:
         run.up_after = wait_running(client, run.evaluator_id)
+        connection.close()  # a forked process must not share this one's database connection
         beating.start()
         yield run
     finally:
         stop.set()
         if beating.is_alive():
             beating.join(timeout=30)
+        if errors is not None and not errors.empty():
+            run.beat_errors.update(errors.get())
         supervisor.stop(run.evaluator_id)
+
+
+def _beat_in_process(redis_url: str, stop, errors) -> None:
+    """:func:`beat` in a process of its own, on a Redis client of its own; its failed rounds go to ``errors``."""
+    failed: Counter = Counter()
+    try:
+        beat(bus.connect(redis_url, retry_seconds=60), stop, failed)
+    finally:
+        errors.put(failed)
 
 
 @contextlib.contextmanager
