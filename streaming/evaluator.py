@@ -44,6 +44,7 @@ and window end), so they too survive a crash exactly once.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
@@ -153,9 +154,13 @@ class EvaluatorRunner:
         """Whether the store lost the state this evaluator saved (it came back empty, or another took its place)."""
         return self.session.applied_seq >= 0 and self.ports.state.lost()
 
-    def rebuild(self, lines: Sequence[str]) -> int:
-        """Start over from an empty session and apply ``lines`` (stored ops from the stream's first),
-        publishing their changes again; returns how many were applied.
+    def rebuild(self, lines: Iterable[str]) -> int:
+        """Start over from an empty session and apply ``lines`` (stored ops from the stream's first, read as
+        they are applied), publishing their changes again; returns how many were applied.
+
+        Progress is marked at the start and after each chunk, so that a long
+        rebuild (millions of stored ops) is not taken for a stalled evaluator
+        before its first chunk is read and applied.
 
         What the store lost is rebuilt this way: the tuples and applied seq,
         the live sets and change streams (each change again, in seq order,
@@ -172,12 +177,14 @@ class EvaluatorRunner:
             self.ports.state.clear()
             self.session.reset()
             self.refresh_plan(force=True, plan=plan)
-            for i in range(0, len(lines), _REPLAY_CHUNK):
+            self.progress_at = time.time()
+            applied, stored = 0, iter(lines)
+            while chunk := list(itertools.islice(stored, _REPLAY_CHUNK)):
                 schema = self.session.schema
                 assert schema is not None
-                self.apply_batch(-1, [parse_stored_line(line, schema, self.session.keywords)
-                                      for line in lines[i:i + _REPLAY_CHUNK]])
-            return len(lines)
+                self.apply_batch(-1, [parse_stored_line(line, schema, self.session.keywords) for line in chunk])
+                applied += len(chunk)
+            return applied
 
     def _rebuild_from_landing(self) -> None:
         """The store lost this evaluator's state: rebuild it from every stored op it had applied."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import orjson
 import redis
@@ -115,7 +115,7 @@ class DerivedSource:
     def catch_up(self, source: dict[str, Any], applied_seq: int) -> list[str]:
         return []
 
-    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> list[str] | None:
+    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> Iterator[str] | None:
         return None
 
     def input_seq(self, client: redis.Redis, stream_id: int, source: dict[str, Any]) -> int:

@@ -26,6 +26,7 @@ any Redis loss with the ops it speaks for, and is pruned with the archive.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -444,9 +445,9 @@ class LandingSource:
         archiving); none before a first applied seq (the reader starts where the directory does)."""
         return archived_lines_after(source["path"], applied_seq) if applied_seq >= 0 else []
 
-    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> list[str] | None:
+    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> Iterator[str] | None:
         refuse_pruned(evaluator_id, source["path"])
-        return [line for line in read_landing(source["path"]) if line_seq(line) <= upto]
+        return itertools.takewhile(lambda line: line_seq(line) <= upto, read_landing(source["path"]))
 
     def input_seq(self, client: redis.Redis, stream_id: int, source: dict[str, Any]) -> int:
         return assigned_seq(client, stream_id)

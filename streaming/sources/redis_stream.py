@@ -10,7 +10,7 @@ Redis only, and are lost with it, receipts included.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import orjson
 import redis
@@ -132,7 +132,7 @@ class RedisStreamSource:
     def catch_up(self, source: dict[str, Any], applied_seq: int) -> list[str]:
         return []
 
-    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> list[str] | None:
+    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> Iterator[str] | None:
         return None
 
     def input_seq(self, client: redis.Redis, stream_id: int, source: dict[str, Any]) -> int:

@@ -16,7 +16,7 @@ instance added to :data:`STREAM_KINDS` and/or :data:`INPUT_KINDS`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import redis
 
@@ -76,7 +76,7 @@ class InputKind(Protocol):
     def catch_up(self, source: dict[str, Any], applied_seq: int) -> list[str]:
         """Lines after ``applied_seq`` the query will not read again (archived meanwhile)."""
 
-    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> list[str] | None:
+    def replay(self, source: dict[str, Any], evaluator_id: int, upto: int) -> Iterator[str] | None:
         """Every stored line up to seq ``upto``, from the first (None: the source cannot be read again)."""
 
     def input_seq(self, client: redis.Redis, stream_id: int, source: dict[str, Any]) -> int:

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import pytest
 
+from streaming import evaluator as evaluator_module
 from streaming.evaluator import EvaluatorRunner
 from streaming.events import BatchMetrics, DeadLetter
 from streaming.parsed import parse_stored_line
@@ -142,6 +143,29 @@ def test_a_lost_store_is_rebuilt_from_the_landing_files_in_memory(tmp_path):
     ev.apply_batch(1, rows[19:])  # the next batch finds the store lost and rebuilds from the first op
     assert published(memory, 5) == reference(OPS)
     assert memory.state(1).saved.seq == len(OPS) - 1
+
+
+def test_a_rebuild_marks_progress_as_it_reads_and_applies_chunks(tmp_path, monkeypatch):
+    """A rebuild reads the stored ops a chunk at a time and marks progress at its start and after each chunk:
+    a rebuild of millions of ops is not taken for a stalled evaluator (which the supervisor kills, seen in the
+    soak with faults) before its first chunk is read and applied."""
+    monkeypatch.setattr(evaluator_module, "_REPLAY_CHUNK", 5)
+    directory = tmp_path / "2"
+    write_landing(directory, LINES)
+    memory = MemoryBus(plans={1: landing_plan(directory, query(5))})
+    ev = runner(memory)
+    ev.apply_batch(0, rows_of(LINES, memory.plans[1])[:21])
+    marked = []
+
+    def stored():
+        for line in LINES[:21]:
+            marked.append(ev.progress_at is not None)
+            ev.progress_at = None
+            yield line
+
+    assert ev.rebuild(stored()) == 21
+    assert [i for i, m in enumerate(marked) if m] == [0, 5, 10, 15, 20]
+    assert published(memory, 5) == reference(OPS[:21])
 
 
 class MemoryPlacement(placement_case.Runner):
