@@ -117,9 +117,10 @@ def crash_postgres(own_pg) -> float:
     return down
 
 
-def recovered(client, evaluator_id: int, sent: Sent, clients, timeout: float) -> float | None:
+def recovered(client, evaluator_id: int, sent: Sent, clients, timeout: float) -> tuple[float | None, dict]:
     """Seconds until the evaluator applied every op ingested so far and every client holds its query's newest
-    change as of then (None: not within ``timeout``)."""
+    change as of then (None: not within ``timeout``), and what was still missing at the timeout: the evaluator's
+    applied seq, or the clients that did not hold their query's newest change (with the id they held)."""
     from streaming import bus
     from tests.faults.pipeline import applied_seq
 
@@ -133,20 +134,27 @@ def recovered(client, evaluator_id: int, sent: Sent, clients, timeout: float) ->
             time.sleep(0.2)
         return True
 
-    def applied() -> bool:
+    def applied_now() -> int | None:
         try:
-            return applied_seq(client, evaluator_id) >= seq
+            return applied_seq(client, evaluator_id)
         except OSError:
-            return False
+            return None
+
+    def applied() -> bool:
+        return (applied_now() or -1) >= seq
 
     if not waited(applied):
-        return None
+        return None, {"applied_seq": applied_now(), "wanted_seq": seq}
     newest = {}
     for qid in {qid for qid, _ in clients.messages}:
         last = client.xrevrange(bus.Keys.changes(qid), count=1)
         if last:
             newest[qid] = last[0][0].decode() if isinstance(last[0][0], bytes) else last[0][0]
-    return time.monotonic() - began if waited(lambda: clients.holding(newest)) else None
+    if waited(lambda: clients.holding(newest)):
+        return time.monotonic() - began, {}
+    lagging = clients.lagging(newest)
+    return None, {"clients_lagging": {key: {"held": at, "newest": newest[int(key.partition("/")[0])]}
+                                      for key, at in lagging.items()}}
 
 
 def timeline(sent: Sent, clients, began: float, seconds: float) -> list[dict[str, Any]]:
@@ -271,12 +279,14 @@ def soak(args: argparse.Namespace, own_redis, own_pg, cluster) -> dict[str, Any]
             fault["seq_at"] = sent.last_seq
             down = inject[fault["name"]]()
             fault["down_s"] = round(down, 2) if down is not None else None
-            after = recovered(client, evaluator.evaluator_id, sent, clients, args.recovery_timeout)
+            after, missing = recovered(client, evaluator.evaluator_id, sent, clients, args.recovery_timeout)
             fault["recovery_s"] = round(after + (down or 0.0), 1) if after is not None else None
+            if missing:
+                fault["missing_at_timeout"] = missing
             print(json.dumps(fault), flush=True)
         feeder.join()
         fed_s = time.monotonic() - began
-        drained = recovered(client, evaluator.evaluator_id, sent, clients, args.drain_timeout)
+        drained, drain_missing = recovered(client, evaluator.evaluator_id, sent, clients, args.drain_timeout)
         time.sleep(2)
     HistoryPersister(client).run()
     reference_began = time.monotonic()
@@ -312,6 +322,7 @@ def soak(args: argparse.Namespace, own_redis, own_pg, cluster) -> dict[str, Any]
         "window_seconds": args.window_seconds,
         "fed_seconds": round(fed_s, 1), "ingest": dict(tally), "evaluator_up_s": round(evaluator.up_after, 1),
         "drained_after_feed_s": round(drained, 1) if drained is not None else None,
+        "missing_at_drain_timeout": drain_missing,
         "beat_rounds_failed": dict(evaluator.beat_errors), "client_errors": [repr(e) for e in clients.errors],
         "reference_seconds": round(reference_s, 1),
         "faults": faults,

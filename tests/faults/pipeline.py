@@ -288,8 +288,15 @@ class FeedClients:
 
     def holding(self, ids: dict[int, str]) -> bool:
         """Whether every client has received its query's change ``ids[query]`` (or one after it)."""
-        return all(got and entry_id_order(got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0")
-                   >= entry_id_order(ids[qid]) for (qid, _), got in self.messages.items() if qid in ids)
+        return not self.lagging(ids)
+
+    def lagging(self, ids: dict[int, str]) -> dict[str, str | None]:
+        """The clients (``"query/n"``) that have not received their query's change ``ids[query]`` (nor one after
+        it), with the id they hold (None: no message yet)."""
+        held = {key: (got[-1][1].get("id") or got[-1][1]["last_id"] or "0-0") if got else None
+                for key, got in self.messages.items()}
+        return {f"{qid}/{n}": at for (qid, n), at in held.items()
+                if qid in ids and (at is None or entry_id_order(at) < entry_id_order(ids[qid]))}
 
 
 def beat(client, stop: threading.Event, errors: Counter) -> None:
