@@ -22,6 +22,7 @@ MODULES = [
     "streaming/engine.py",
     "streaming/evaluate/results.py",
     "streaming/evaluate/shared_plan.py",
+    "streaming/evaluate/subrelations.py",
     "streaming/evaluate/shared.py",
     "streaming/sharing/delivery.py",
     "streaming/sharing/classes.py",

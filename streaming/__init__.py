@@ -26,6 +26,7 @@ COMPILED = (
     "streaming.engine",
     "streaming.evaluate.results",
     "streaming.evaluate.shared_plan",
+    "streaming.evaluate.subrelations",
     "streaming.evaluate.shared",
     "streaming.sharing.delivery",
     "streaming.sharing.classes",

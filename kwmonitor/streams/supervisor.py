@@ -21,8 +21,8 @@ later) or stalled (its heartbeat says no batch was applied for
 ``stall_seconds`` while input waited), with an exponential backoff over
 consecutive failures, and stops one that should not run. An op that stalled
 or crashed an evaluator ``poison_failures`` times in a row is set aside for
-the stream as a dead letter (``bus.Keys.stream_poison``), so the restarted
-evaluator goes past it (docs/ops.md, "Stalls and poison ops"). Each
+the stream as a dead letter (:mod:`kwmonitor.streams.poison`), so the
+restarted evaluator goes past it (docs/ops.md, "Stalls and poison ops"). Each
 evaluator row is claimed with ``SELECT ... FOR UPDATE SKIP LOCKED``, so
 several workers never act on the same evaluator at once. Its transitions
 reach dashboards through :mod:`kwmonitor.streams.sender` after commit.
@@ -31,7 +31,6 @@ reach dashboards through :mod:`kwmonitor.streams.sender` after commit.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import signal
@@ -55,6 +54,7 @@ from .connection import redis_client
 from .liveness import seen_since_launch
 from .models import Evaluator, Stream
 from .plans import advance_placement, publish_plan
+from .poison import PoisonWatch
 from .sender import Transition, send_status
 
 __all__ = ["SupervisorSettings", "Supervisor", "process_alive", "process_start_ticks", "spawn_detached", "backoff_seconds",
@@ -214,6 +214,7 @@ class Supervisor:
     def __init__(self, config: SupervisorSettings | None = None, hostname: str | None = None):
         self.config = config or SupervisorSettings.from_django()
         self.hostname = hostname or socket.gethostname()
+        self.poison = PoisonWatch(self.config.poison_failures)
 
     # commands
 
@@ -373,10 +374,10 @@ class Supervisor:
 
         if self._local(evaluator) and not process_alive(evaluator.pid, evaluator.process_start):
             reason = f"process {evaluator.pid} exited"
-            op = self._failed_op(evaluator)
+            op = self.poison.failed_op(evaluator)
             if op is not None:
                 reason += f" while applying seq {op['seq']}: {op['error']}"
-                reason += self._watch_poison(evaluator, op["seq"], "crashed", op["error"])
+                reason += self.poison.record_failure(evaluator, op["seq"], "crashed", op["error"])
             self._fail(evaluator, reason, now)
             return "died"
 
@@ -387,10 +388,10 @@ class Supervisor:
             stall = heartbeat.stall_detail(now.timestamp())
             _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
             reason = f"stalled: {stall}"
-            op = self._failed_op(evaluator)
+            op = self.poison.failed_op(evaluator)
             seq = heartbeat.applying_seq if heartbeat.applying_seq is not None else (op["seq"] if op else None)
             if seq is not None:
-                reason += self._watch_poison(evaluator, seq, "stalled", stall)
+                reason += self.poison.record_failure(evaluator, seq, "stalled", stall)
             self._fail(evaluator, reason, now)
             return "stalled"
         if heartbeat is not None:
@@ -407,38 +408,13 @@ class Supervisor:
             reason = f"no heartbeat for {silent_for:.0f} s"
             if self._local(evaluator):
                 _signal_group(evaluator.pid, evaluator.process_start, signal.SIGKILL)
-                op = self._failed_op(evaluator)
+                op = self.poison.failed_op(evaluator)
                 if op is not None:  # a replay that held the process so hard its heartbeat stopped
                     reason += f" while applying seq {op['seq']}"
-                    reason += self._watch_poison(evaluator, op["seq"], "silenced", reason)
+                    reason += self.poison.record_failure(evaluator, op["seq"], "silenced", reason)
             self._fail(evaluator, reason, now)
             return "silent"
         return ""
-
-    @staticmethod
-    def _failed_op(evaluator: Evaluator) -> dict | None:
-        """The op the evaluator named before it failed (an error, or a guarded replay it did not finish), taken."""
-        raw = redis_client().getdel(bus.Keys.failed_op(evaluator.pk))
-        return None if raw is None else json.loads(raw)
-
-    def _watch_poison(self, evaluator: Evaluator, seq: int, what: str, detail: str) -> str:
-        """Count a failure (``what``: "stalled", "crashed") at op ``seq``, consecutive failures at the same op;
-        at ``poison_failures`` set the op aside for the stream as a dead letter. Returns what to add to the
-        failure's reason."""
-        client = redis_client()
-        key = bus.Keys.poison_watch(evaluator.pk)
-        watch = client.hgetall(key)
-        failures = int(watch.get("failures", 0)) + 1 if watch.get("seq") == str(seq) else 1
-        if failures < self.config.poison_failures:
-            client.hset(key, mapping={"seq": seq, "failures": failures})
-            return ""
-        reason = f"poison op, set aside: it {what} the evaluator {failures} times in a row (the last time: {detail})"
-        with client.pipeline(transaction=True) as pipe:
-            pipe.hset(bus.Keys.stream_poison(evaluator.stream_id), str(seq), reason[:2000])
-            pipe.delete(key)
-            pipe.execute()
-        log.warning("stream %s: op seq %s set aside as a dead letter (%s)", evaluator.stream_id, seq, reason)
-        return f"; op seq {seq} set aside as a dead letter"
 
     # transitions
 

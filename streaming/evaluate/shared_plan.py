@@ -40,10 +40,14 @@ from typing import Any, Sequence
 from ..lattice import Lattice
 from ..schema import Schema
 
-__all__ = ["SharedLatticePlan", "spread"]
+__all__ = ["SharedLatticePlan", "spread", "CHILD", "HOLDS", "FK", "COLUMN", "PARENT", "EDGE"]
 
 #: ``(child, parent_holds, fk, column)``: an edge from a node to a child
 Kid = tuple[int, bool, str, str]
+# The fields of a Kid and of a parent edge ``(parent, edge index)``, which the evaluator's hot loops index: its
+# compiled modules import them as C integers (declared in their .pxd), so they stay Python objects here.
+CHILD, HOLDS, FK, COLUMN = 0, 1, 2, 3
+PARENT, EDGE = 0, 1
 #: ``(relation, parent_holds, fk)``: how a parent tuple joins a child tuple
 JoinKey = tuple[str, bool, str]
 
