@@ -32,7 +32,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import orjson
 import redis
@@ -292,10 +292,17 @@ def landing_files(directory: str | Path) -> list[Path]:
     return sorted(files, key=lambda p: p.name)
 
 
-def read_landing(directory: str | Path) -> Iterator[str]:
-    """Every stored line of a landing directory, archived or not, files in name (= seq) order."""
+def read_landing(directory: str | Path, through: str | None = None) -> Iterator[str]:
+    """Every stored line of a landing directory, archived or not, files in name (= seq) order, read as
+    they are taken (``through``: only the files named up to it)."""
     for path in landing_files(directory):
-        with path.open(encoding="utf-8") as lines:
+        if through is not None and path.name > through:
+            break
+        try:
+            opened = path.open(encoding="utf-8")
+        except FileNotFoundError:  # archived since the listing (by another consumer of the directory)
+            opened = (landing_archive(directory) / path.name).open(encoding="utf-8")
+        with opened as lines:
             for line in lines:
                 if line.strip():
                     yield line.rstrip("\n")
@@ -431,13 +438,13 @@ class LandingSource:
         return None
 
     def recover(self, source: dict[str, Any], offset: dict[str, Any], applied_seq: int, redis_url: str,
-                evaluator_id: int) -> tuple[list[str], bool]:
+                evaluator_id: int) -> tuple[Iterable[str], bool]:
         """With no applied seq (Redis lost the state) every stored op up to the committed file, archived ones
-        included, to rebuild from; otherwise the committed lines not applied yet."""
+        included, to rebuild from (read as the rebuild applies them, not held at once); otherwise the
+        committed lines not applied yet."""
         if offset.get("file") and applied_seq < 0:
             refuse_pruned(evaluator_id, source["path"])
-            return [line for path in landing_files(source["path"]) if path.name <= offset["file"]
-                    for line in path.read_text(encoding="utf-8").splitlines() if line], True
+            return read_landing(source["path"], offset["file"]), True
         return committed_landing_lines(source, offset, applied_seq), False
 
     def catch_up(self, source: dict[str, Any], applied_seq: int) -> list[str]:

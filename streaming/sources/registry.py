@@ -16,7 +16,7 @@ instance added to :data:`STREAM_KINDS` and/or :data:`INPUT_KINDS`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
 import redis
 
@@ -69,9 +69,9 @@ class InputKind(Protocol):
         """What turns a batch's lines into rows on the driver (None: raw op lines, parsed by the executors)."""
 
     def recover(self, source: dict[str, Any], offset: dict[str, Any], applied_seq: int, redis_url: str,
-                evaluator_id: int) -> tuple[list[str], bool]:
+                evaluator_id: int) -> tuple[Iterable[str], bool]:
         """The lines Spark committed (``offset``) that the evaluator did not apply, and whether they rebuild
-        its state from the first op (its state was lost)."""
+        its state from the first op (its state was lost: then they may be read as they are applied)."""
 
     def catch_up(self, source: dict[str, Any], applied_seq: int) -> list[str]:
         """Lines after ``applied_seq`` the query will not read again (archived meanwhile)."""

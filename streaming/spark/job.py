@@ -246,7 +246,7 @@ def recover_committed(evaluator: GroupEvaluator, checkpoint_dir: str | Path, red
                                                 evaluator.evaluator_id)
     if rebuild:
         return evaluator.rebuild(lines)
-    return _apply_outside_the_query(evaluator, source, lines)
+    return _apply_outside_the_query(evaluator, source, list(lines))
 
 
 def catch_up_archived(evaluator: GroupEvaluator) -> int:

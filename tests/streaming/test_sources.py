@@ -296,3 +296,22 @@ def test_a_redis_stream_keeps_no_archive_to_prune(tmp_path):
     assert len(list(derived.iterdir())) == 1
     with pytest.raises(ValueError, match="unknown source kind"):
         sources.prune_archives("kafka", 3, tmp_path, 24 * 3600, now)
+
+
+def test_a_lost_state_is_rebuilt_from_stored_lines_read_as_they_are_taken(tmp_path):
+    """An evaluator started on an empty Redis after Spark committed files: every stored op up to the
+    committed file, archived ones first, handed over lazily (millions of ops are not held at once)."""
+    directory = tmp_path / "3"
+    archive = sources.landing_archive(directory)
+    archive.mkdir(parents=True)
+    directory.mkdir()
+    (archive / sources.landing_file_name(0)).write_text("".join(sources.stamp(i, OPS[i]) + "\n" for i in range(2)))
+    (directory / sources.landing_file_name(2)).write_text(sources.stamp(2, OPS[2]) + "\n\n")
+    (directory / sources.landing_file_name(3)).write_text(sources.stamp(3, OPS[3]) + "\n")
+    source = {"kind": "landing", "path": str(directory)}
+    offset = {"file": sources.landing_file_name(2)}
+    lines, rebuild = sources.input_kind(source).recover(source, offset, -1, "redis://unused", 1)
+    assert rebuild and iter(lines) is lines  # an iterator, not a list
+    first = next(lines)  # the files are listed
+    (directory / sources.landing_file_name(2)).rename(archive / sources.landing_file_name(2))  # archived meanwhile
+    assert [sources.split_seq(line)[0] for line in [first, *lines]] == [0, 1, 2]
