@@ -18,7 +18,8 @@ run-plan`` process (so its peak memory is its own):
   sets among 100 queries, ~370 among 1,000), half with a predicate, windows
   (15, 30 or 60 minutes) and Tmax (3 to 5) mixed, one in eight a filter
   subscription; for each count the whole ``run-plan --sharing widen``
-  process's CPU time against one query's (the least of ``--repeats`` runs),
+  process's CPU time against one query's (the least of ``--repeats`` runs,
+  taken in rounds of every count),
   split into start-up, plan, op loop and output (encoding and writing the
   changes: a cost that follows the changes written, which no sharing
   removes; the ratio is also given without it), its peak memory and its
@@ -177,26 +178,30 @@ def table1(name: str, schema_doc: dict[str, Any], ops: list[dict[str, Any]], wor
 def many(schema_doc: dict[str, Any], ops: list[dict[str, Any]], counts: list[int], work: Path,
          seed: int, repeats: int = 1) -> dict[str, Any]:
     """Whole-process cost of ``run-plan --sharing widen`` for ``counts`` random saved queries (the least of
-    ``repeats`` runs each: the machine's other load only ever adds time)."""
+    ``repeats`` runs each: the machine's other load only ever adds time). The runs go in rounds, each
+    count once a round, so that a count's least run and one query's are taken over the same stretch
+    of the machine's load, not one after the other."""
     ops_path = work / "many-ops.ndjson"
     _write_ops(ops_path, ops)
     profile = StreamProfile(schema_doc, ops)
+    plans = {n: {"schema": schema_doc, "aggregates": [],
+                 "queries": random_queries(profile, n, seed, pool=400, skew=0.0, word_skew=1.0)} for n in counts}
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+    for _ in range(max(repeats, 1)):
+        for n in counts:
+            runs[n].append(run_plan(plans[n], ops_path, "widen", work / f"many-{n}"))
     points = []
     for n in counts:
-        queries = random_queries(profile, n, seed, pool=400, skew=0.0, word_skew=1.0)
+        queries = plans[n]["queries"]
         keyword_sets = {tuple(q["keywords"]) for q in queries if q["keywords"]}
         where = work / f"many-{n}"
-        runs = [run_plan({"schema": schema_doc, "queries": queries, "aggregates": []}, ops_path, "widen", where)
-                for _ in range(max(repeats, 1))]
-        widen = min(runs, key=lambda r: r["process_cpu_s"])
+        widen = min(runs[n], key=lambda r: r["process_cpu_s"])
         if n <= 100:
             checked = queries
-            alone = run_plan({"schema": schema_doc, "queries": queries, "aggregates": []}, ops_path, "none",
-                             where / "alone")
         else:  # 20 of them, each alone (the alone runs of all 1,000 would take hours)
             checked = random.Random(f"many-{seed}-{n}").sample(queries, 20)
-            alone = run_plan({"schema": schema_doc, "queries": checked, "aggregates": []}, ops_path, "none",
-                             where / "alone")
+        alone = run_plan({"schema": schema_doc, "queries": checked, "aggregates": []}, ops_path, "none",
+                         where / "alone")
         same = same_outputs(where / "alone" / "none", where / "widen", [q["id"] for q in checked])
         classes = widen["classes"]
         points.append({
@@ -204,7 +209,7 @@ def many(schema_doc: dict[str, Any], ops: list[dict[str, Any]], counts: list[int
             "lattice_nodes": widen["network"]["lattice_nodes"],
             "process_cpu_s": widen["process_cpu_s"], "op_loop_cpu_s": widen["cpu_s"], "wall_s": widen["wall_s"],
             "plan_cpu_s": widen["plan_cpu_s"], "output_cpu_s": widen["output_cpu_s"],
-            "process_cpu_s_runs": [r["process_cpu_s"] for r in runs], "load_average": os.getloadavg()[0],
+            "process_cpu_s_runs": [r["process_cpu_s"] for r in runs[n]], "load_average": os.getloadavg()[0],
             "us_per_op_whole": round(widen["process_cpu_s"] / len(ops) * 1e6, 2),
             "us_per_op_loop": widen["us_per_op"], "max_rss_mb": widen["max_rss_mb"],
             "us_per_op_per_class": round(widen["process_cpu_s"] / len(ops) * 1e6 / max(classes, 1), 3),
