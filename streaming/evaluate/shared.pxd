@@ -6,7 +6,7 @@ from streaming.evaluate.subrelations cimport SubRelations
 from streaming.window cimport LiveTuple
 
 cdef Py_ssize_t FK
-cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY
+cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, CHECKS
 cdef Py_ssize_t PARENT, EDGE
 
 cdef class SharedLatticeEvaluator(SubRelations):
@@ -24,7 +24,8 @@ cdef class SharedLatticeEvaluator(SubRelations):
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
     @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple, plan=SharedLatticePlan)
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple, plan=SharedLatticePlan,
+                   check=tuple, supported=bint)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list)

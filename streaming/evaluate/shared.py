@@ -30,7 +30,7 @@ from ..lattice import Lattice
 from ..window import LiveStore, LiveTuple
 from .results import Result, SharedResults, make_result
 from .shared_plan import EDGE, FK, PARENT
-from .subrelations import UP_COLUMN, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
+from .subrelations import CHECKS, UP_COLUMN, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
 
 __all__ = ["SharedLatticeEvaluator"]
 
@@ -181,13 +181,22 @@ class SharedLatticeEvaluator(SubRelations):
                     if not targets:
                         continue
                     # a snapshot: entering a node may list its parents as ready (they are reached from it)
-                    snapshot = tuple(targets)
+                    snapshot = tuple(targets.values())
                     for edge in snapshot:
                         v = edge[PARENT]
                         if pk not in sub[v]:
-                            # support first: most parents reached lack a partner in another child, and
-                            # the word test allocates (masks are big integers)
-                            if not self._supported(v, pk, prow, edge[EDGE]) or not plan.eligible(v, prow.mask):
+                            # support first (a partner in every other child, :data:`Checks`): most parents
+                            # reached lack one, and the word test allocates (masks are big integers)
+                            supported = True
+                            for check in edge[CHECKS]:
+                                if check[0]:
+                                    if prow.values[check[1]] not in check[2]:
+                                        supported = False
+                                        break
+                                elif pk not in check[2]:
+                                    supported = False
+                                    break
+                            if not supported or not plan.eligible(v, prow.mask):
                                 continue
                             self._enter(v, pk, prow)
                         path.append((v, pk, edge[EDGE]))

@@ -28,12 +28,20 @@ from typing import Any
 from ..window import LiveStore, LiveTuple
 from .shared_plan import CHILD, COLUMN, FK, HOLDS, SharedLatticePlan
 
-__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY"]
+__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "CHECKS"]
 
-# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready)``, which the op path indexes
-# (shared.py imports them as C integers, so they stay Python objects here).
+# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready)``, and the checks of a ready
+# edge ``(parent, edge index, checks)``, which the op path indexes (shared.py imports them as C integers, so
+# they stay Python objects here).
 UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY = 0, 1, 2, 3, 4
+CHECKS = 2
 
+#: A ready edge's other edges, each as ``(parent_holds, column, what the parent tuple must be in)``: the
+#: child's sub-relation (a parent holding the FK: its value in ``column``) or the child's index on the FK
+#: (the parent's key). Made when the parent becomes ready, so a parent tuple reached through the edge is
+#: tested without loading the parent's kids or the children (they are non-empty, and their sub-relation
+#: and index objects are kept while they are).
+Checks = tuple[tuple[bool, str, Any], ...]
 #: a tuple's node labels, the leaves they put it in, and those of its labels that inner nodes carry
 LabelInfo = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _NONE: LabelInfo = ((), (), ())
@@ -55,8 +63,10 @@ class SubRelations:
         self.missing: list[int] = []
         self.member: dict[str, dict[Any, set[int]]] = {name: {} for name in store.rows}
         # ready[c][(relation, parent_holds, fk)][L]: the edges (parent, edge index) into c of parents
-        # labelled L with no empty child (the paper's Wlist and Rlist; a suspended node is not listed)
-        self._ready: list[dict[tuple[str, bool, str], dict[int, dict[tuple[int, int], None]]]] = []
+        # labelled L with no empty child (the paper's Wlist and Rlist; a suspended node is not listed),
+        # each to (parent, edge index, what a parent tuple reached through it must join: :data:`Checks`)
+        self._ready: list[dict[tuple[str, bool, str], dict[int, dict[tuple[int, int],
+                                                                     tuple[int, int, Checks]]]]] = []
         # per node: its parent groups bound to the store's dicts
         # (parent relation, parent rows, holders of the FK value or None, column, ready by label)
         self._ups: list[tuple[tuple[str, dict, dict | None, str, dict], ...]] = []
@@ -98,14 +108,18 @@ class SubRelations:
         """List node ``v`` among its children's ready parents (its children are all non-empty), or not."""
         plan = self.plan
         relation, label = plan.rel[v], plan.mask[v]
-        for ei, (c, parent_holds, fk, _) in enumerate(plan.kids[v]):
+        kids = plan.kids[v]
+        sub, index = self.sub, self.index
+        for ei, (c, parent_holds, fk, _) in enumerate(kids):
             by_label = self._ready[c][(relation, parent_holds, fk)]
             if ready:
+                checks = tuple([(holds, column, sub[child] if holds else index[child][by])
+                                for ej, (child, holds, by, column) in enumerate(kids) if ej != ei])
                 edges = by_label.get(label)
                 if edges is None:
-                    by_label[label] = {(v, ei): None}
+                    by_label[label] = {(v, ei): (v, ei, checks)}
                 else:
-                    edges[(v, ei)] = None
+                    edges[(v, ei)] = (v, ei, checks)
             else:
                 edges = by_label[label]
                 del edges[(v, ei)]
@@ -261,7 +275,9 @@ class SubRelations:
         plan = self.plan
         if self.sub[v]:
             sub = self.sub[v]
-        else:
+            sub.add(key)
+        else:  # the set first: a parent made ready here checks its tuples against it
+            sub = self.sub[v] = {key}
             missing = self.missing
             for _, by_label in plan.up_joins[v].values():
                 for parents in by_label.values():
@@ -269,8 +285,6 @@ class SubRelations:
                         missing[p] -= 1
                         if not missing[p]:
                             self._set_ready(p, True)
-            sub = self.sub[v] = set()
-        sub.add(key)
         members = self.member[plan.rel[v]]
         nodes = members.get(key)
         if nodes is None:

@@ -12,6 +12,7 @@ holding its node's words and joining every child).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -166,4 +167,28 @@ def test_a_tuple_with_two_keywords_is_a_result_of_each_and_of_both_and_leaves_al
     assert {kid: len(results) for kid, results in stream.live.items()} == {0: 1, 1: 1, 2: 1}
     stream.delete("P", 1)
     assert stream.live == {0: set(), 1: set(), 2: set()}
+    stream.check()
+
+
+@pytest.mark.parametrize("emptied", [False, True])
+def test_a_parent_made_ready_by_a_childs_first_tuple_joins_tuples_reached_later_through_another_child(emptied):
+    """Order{}(Customer{x}, Product{y}) becomes ready when Customer{x} gets its first tuple (again, after it
+    was emptied); an order stored before its product arrives is then reached from the product and
+    checked against the customers of that moment."""
+    schema = Schema.from_dict({"name": "shop", "relations": [
+        {"name": "C", "key": "id", "attributes": {"id": "int", "t": "text"}},
+        {"name": "P", "key": "id", "attributes": {"id": "int", "t": "text"}},
+        {"name": "O", "key": "id", "attributes": {"id": "int", "t": "text", "cid": "int", "pid": "int"},
+         "foreign_keys": [{"name": "cid", "column": "cid", "references": "C"},
+                          {"name": "pid", "column": "pid", "references": "P"}]}]})
+    stream = Stream(schema)
+    stream.register(0, ["x", "y"], 3)
+    stream.insert("P", {"id": 1, "t": "y"})
+    if emptied:
+        stream.insert("C", {"id": 9, "t": "x"})
+        stream.delete("C", 9)
+    stream.insert("C", {"id": 1, "t": "x"})
+    stream.insert("O", {"id": 1, "t": "", "cid": 1, "pid": 2})
+    stream.insert("P", {"id": 2, "t": "y"})
+    assert [tuples for tuples, _ in stream.live[0]] == [(("C", 1), ("O", 1), ("P", 2))]
     stream.check()
