@@ -5,8 +5,7 @@ from streaming.evaluate.shared_plan cimport SharedLatticePlan
 from streaming.evaluate.subrelations cimport SubRelations
 from streaming.window cimport LiveTuple
 
-cdef Py_ssize_t FK
-cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, CHECKS
+cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CHECKS
 cdef Py_ssize_t PARENT, EDGE
 
 cdef class SharedLatticeEvaluator(SubRelations):
@@ -38,6 +37,6 @@ cdef class SharedLatticeEvaluator(SubRelations):
     @cython.locals(nodes=set, sub=list, v=Py_ssize_t)
     cpdef list delete(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, plan=SharedLatticePlan,
-                   up=tuple, holders=dict, relation=str, ups=tuple)
+    @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, up=tuple, holders=dict,
+                   ups=tuple)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)

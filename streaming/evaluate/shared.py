@@ -29,8 +29,8 @@ from typing import Any, Sequence
 from ..lattice import Lattice
 from ..window import LiveStore, LiveTuple
 from .results import Result, SharedResults, make_result
-from .shared_plan import EDGE, FK, PARENT
-from .subrelations import CHECKS, UP_COLUMN, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
+from .shared_plan import EDGE, PARENT
+from .subrelations import CHECKS, UP_COLUMN, UP_FK, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
 
 __all__ = ["SharedLatticeEvaluator"]
 
@@ -260,35 +260,32 @@ class SharedLatticeEvaluator(SubRelations):
     def _drop(self, c: int, key: Any, row: LiveTuple) -> None:
         """Remove ``key`` from ``S[c]`` after every parent tuple that loses its only support (Alg. 5
         delete); parents first, while ``c`` still lists them as ready."""
-        plan, sub = self.plan, self.sub
+        sub = self.sub
         ups = self._ups[c]
         for up in ups:
             ready = up[UP_READY]
             if not ready:
                 continue
-            holders, prows, relation = up[UP_HOLDERS], up[UP_ROWS], up[UP_RELATION]
+            holders, prows = up[UP_HOLDERS], up[UP_ROWS]
             if holders is not None:
                 # parents hold the FK: this tuple was their only partner (keys are unique)
                 parents = holders.get(key)
                 if not parents:
                     continue
-                for pk in list(parents):
-                    prow = prows[pk]
-                    for label in self._labels_of(relation, prow):
-                        for edge in tuple(ready.get(label, ())):
-                            v = edge[PARENT]
-                            if pk in sub[v]:
-                                self._drop(v, pk, prow)
+                parents = tuple(parents)
             else:
                 # this tuple holds the FK: the parent keeps S[v] if another tuple of S[c] references it
+                # (every parent of the group joins c on the group's FK)
                 pk = row.values[up[UP_COLUMN]]
-                if pk is None or pk not in prows:
+                if pk is None or pk not in prows or len(self.index[c][up[UP_FK]][pk]) != 1:
                     continue
+                parents = (pk,)
+            for pk in parents:
                 prow = prows[pk]
-                for label in self._labels_of(relation, prow):
+                for label in self._labels_of(up[UP_RELATION], prow):
                     for edge in tuple(ready.get(label, ())):
                         v = edge[PARENT]
-                        if pk in sub[v] and len(self.index[c][plan.kids[v][edge[EDGE]][FK]][pk]) == 1:
+                        if pk in sub[v]:
                             self._drop(v, pk, prow)
         self._leave(c, key, row)
 

@@ -28,12 +28,12 @@ from typing import Any
 from ..window import LiveStore, LiveTuple
 from .shared_plan import CHILD, COLUMN, FK, HOLDS, SharedLatticePlan
 
-__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "CHECKS"]
+__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS"]
 
-# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready)``, and the checks of a ready
-# edge ``(parent, edge index, checks)``, which the op path indexes (shared.py imports them as C integers, so
-# they stay Python objects here).
-UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY = 0, 1, 2, 3, 4
+# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and the checks of a
+# ready edge ``(parent, edge index, checks)``, which the op path indexes (shared.py imports them as C integers,
+# so they stay Python objects here).
+UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK = 0, 1, 2, 3, 4, 5
 CHECKS = 2
 
 #: A ready edge's other edges, each as ``(parent_holds, column, what the parent tuple must be in)``: the
@@ -68,8 +68,8 @@ class SubRelations:
         self._ready: list[dict[tuple[str, bool, str], dict[int, dict[tuple[int, int],
                                                                      tuple[int, int, Checks]]]]] = []
         # per node: its parent groups bound to the store's dicts
-        # (parent relation, parent rows, holders of the FK value or None, column, ready by label)
-        self._ups: list[tuple[tuple[str, dict, dict | None, str, dict], ...]] = []
+        # (parent relation, parent rows, holders of the FK value or None, column, ready by label, FK)
+        self._ups: list[tuple[tuple[str, dict, dict | None, str, dict, str], ...]] = []
         self._labels: dict[tuple[str, int], LabelInfo] = {}
         self._label_words: dict[str, int] = {}  # per relation: every word of its node labels
         self._labels_version = -1
@@ -134,7 +134,7 @@ class SubRelations:
         for join in [join for join in ready if join not in groups]:
             del ready[join]
         self._ups[c] = tuple((prel, rows[prel], referencing[(prel, fk)] if holds else None, column,
-                              ready.setdefault((prel, holds, fk), {}))
+                              ready.setdefault((prel, holds, fk), {}), fk)
                              for (prel, holds, fk), (column, _) in groups.items())
         wanted = {fk for (_, holds, fk) in groups if not holds}
         index = self.index[c]
