@@ -40,5 +40,5 @@ cdef class SubRelations:
                    index=dict, columns=dict, values=dict, bucket=set, plan=SharedLatticePlan)
     cdef _leave(self, Py_ssize_t v, object key, LiveTuple row)
 
-    @cython.locals(sub=list, index=list, kids=tuple, kid=tuple, ei=Py_ssize_t)
-    cdef bint _supported(self, Py_ssize_t v, object key, LiveTuple row, Py_ssize_t known)
+    @cython.locals(sub=list, index=list, kid=tuple)
+    cdef bint _supported(self, Py_ssize_t v, object key, LiveTuple row)

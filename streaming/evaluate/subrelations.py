@@ -64,7 +64,8 @@ class SubRelations:
         self.member: dict[str, dict[Any, set[int]]] = {name: {} for name in store.rows}
         # ready[c][(relation, parent_holds, fk)][L]: the edges (parent, edge index) into c of parents
         # labelled L with no empty child (the paper's Wlist and Rlist; a suspended node is not listed),
-        # each to (parent, edge index, what a parent tuple reached through it must join: :data:`Checks`)
+        # each to (parent, edge index, what a parent tuple reached through it must join: :data:`Checks`):
+        # the key is there to remove the edge, the climb reads only the values
         self._ready: list[dict[tuple[str, bool, str], dict[int, dict[tuple[int, int],
                                                                      tuple[int, int, Checks]]]]] = []
         # per node: its parent groups bound to the store's dicts
@@ -217,7 +218,7 @@ class SubRelations:
             for key in candidates:
                 row = rows.get(key)
                 if (row is not None and row.mask & label == label and key not in sub[v]
-                        and plan.eligible(v, row.mask) and self._supported(v, key, row, -1)):
+                        and plan.eligible(v, row.mask) and self._supported(v, key, row)):
                     self._enter(v, key, row)
 
     # -- labels ------------------------------------------------------------------------
@@ -331,14 +332,11 @@ class SubRelations:
                     if not bucket:
                         del values[value]
 
-    def _supported(self, v: int, key: Any, row: LiveTuple, known: int) -> bool:
-        """Whether the tuple joins at least one tuple of every child's sub-relation (edge ``known`` it is
-        known to join: the one it was reached through, or -1)."""
+    def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
+        """Whether the tuple joins at least one tuple of every child's sub-relation (filling a node; the
+        climb tests a ready edge's :data:`Checks` instead)."""
         sub, index = self.sub, self.index
-        kids = self.plan.kids[v]
-        for ei, kid in enumerate(kids):
-            if ei == known:
-                continue
+        for kid in self.plan.kids[v]:
             if kid[HOLDS]:
                 if row.values[kid[COLUMN]] not in sub[kid[CHILD]]:
                     return False
