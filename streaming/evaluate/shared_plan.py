@@ -50,6 +50,9 @@ CHILD, HOLDS, FK, COLUMN = 0, 1, 2, 3
 PARENT, EDGE = 0, 1
 #: ``(relation, parent_holds, fk)``: how a parent tuple joins a child tuple
 JoinKey = tuple[str, bool, str]
+#: what interns a node: ``(relation, label, fk, parent_holds, child, fk, parent_holds, child, ...)``, its
+#: children sorted, flat (one tuple per node: the plan holds one for each of tens of thousands of nodes)
+NodeKey = tuple[Any, ...]
 
 
 def spread(mask: int, bits: Sequence[int]) -> int:
@@ -76,7 +79,7 @@ class SharedLatticePlan:
     * ``alive[v]``: False once the node was released (ids are not reused);
     * ``forbids[v]``: the distinct forbidden-word masks of the keyword sets
       reaching ``v`` (a tuple is eligible when it holds none of one of them),
-      counted in ``_forbid_counts[v]``.
+      counted in ``_forbid_counts[v]`` (a tuple aligned with it).
 
     ``version`` counts changes, so an evaluator's caches keyed on labels know
     when to start afresh.
@@ -94,9 +97,9 @@ class SharedLatticePlan:
         self.root_of: list[int] = []
         self.alive: list[bool] = []
         self.forbids: list[tuple[int, ...]] = []
-        self._forbid_counts: list[dict[int, int]] = []
-        self._key_of: list[tuple[str, int, tuple[tuple[str, bool, int], ...]]] = []
-        self._by_key: dict[tuple[str, int, tuple[tuple[str, bool, int], ...]], int] = {}
+        self._forbid_counts: list[tuple[int, ...]] = []  # per node, how many keyword sets forbid each mask
+        self._key_of: list[NodeKey] = []
+        self._by_key: dict[NodeKey, int] = {}
         self.leaves: dict[tuple[str, int], list[int]] = {}
         self.labels: dict[str, dict[int, int]] = {name: {} for name in schema.relations}
         self.inner: dict[tuple[str, int], int] = {}
@@ -130,8 +133,8 @@ class SharedLatticePlan:
         ids: list[int] = []
         created: list[int] = []
         for relation, mask, size, edges in lattice.edge_rows():
-            children = tuple(sorted([(fk, holds, ids[c]) for fk, holds, c in edges]))
-            key = (relation, label_of[mask], children)
+            key = (relation, label_of[mask], *[x for edge in sorted([(fk, holds, ids[c]) for fk, holds, c in edges])
+                                              for x in edge])
             v = self._by_key.get(key)
             if v is None:
                 v = self._create(key, size)
@@ -174,11 +177,12 @@ class SharedLatticePlan:
 
     # -- nodes -------------------------------------------------------------------------
 
-    def _create(self, key: tuple[str, int, tuple[tuple[str, bool, int], ...]], size: int) -> int:
-        relation, label, children = key
+    def _create(self, key: NodeKey, size: int) -> int:
+        relation, label = key[0], key[1]
         v = len(self.rel)
         kids: list[Kid] = []
-        for ei, (fk, parent_holds, c) in enumerate(children):
+        for ei in range((len(key) - 2) // 3):
+            fk, parent_holds, c = key[2 + 3 * ei], key[3 + 3 * ei], key[4 + 3 * ei]
             holder = relation if parent_holds else self.rel[c]
             column = self.fk_column_of[holder][fk]
             kids.append((c, parent_holds, fk, column))
@@ -204,7 +208,7 @@ class SharedLatticePlan:
         self.root_of.append(-1)
         self.alive.append(True)
         self.forbids.append(())
-        self._forbid_counts.append({})
+        self._forbid_counts.append(())
         self._key_of.append(key)
         self._by_key[key] = v
         by_label = self.labels[relation]
@@ -274,15 +278,23 @@ class SharedLatticePlan:
     def _count_forbids(self, kid: int, step: int) -> None:
         """Count keyword set ``kid``'s forbidden words at each node it reaches ``step`` (1 or -1) more times."""
         bits = self.keyword_bits[kid]
+        forbid_of: dict[int, int] = {}  # label -> the words forbidden there: one mask object for the nodes sharing it
         for v in self.nodes_of(kid):
-            counts = self._forbid_counts[v]
-            forbid = bits & ~self.mask[v]
-            count = counts.get(forbid, 0) + step
-            if count:
-                counts[forbid] = count
+            label = self.mask[v]
+            forbid = forbid_of.get(label)
+            if forbid is None:
+                forbid = forbid_of[label] = bits & ~label
+            masks, counts = self.forbids[v], self._forbid_counts[v]
+            if forbid not in masks:
+                self.forbids[v] = masks + (forbid,)
+                self._forbid_counts[v] = counts + (step,)
+                continue
+            i = masks.index(forbid)
+            if counts[i] + step:
+                self._forbid_counts[v] = counts[:i] + (counts[i] + step,) + counts[i + 1:]
             else:
-                del counts[forbid]
-            self.forbids[v] = tuple(counts)
+                self.forbids[v] = masks[:i] + masks[i + 1:]
+                self._forbid_counts[v] = counts[:i] + counts[i + 1:]
 
     # -- inspection --------------------------------------------------------------------
 
