@@ -23,6 +23,7 @@ op path and the results.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from ..window import LiveStore, LiveTuple
@@ -190,8 +191,10 @@ class SubRelations:
 
     def _fill(self, nodes: list[int]) -> None:
         """CNEvalStatic for ``nodes`` (children before parents) over the stored tuples: new nodes, and
-        nodes whose eligibility widened (the tuples they hold stay)."""
+        nodes whose eligibility widened (the tuples they hold stay). A node that gains tuples has its
+        parents filled after it too: a stored parent tuple may join only the new ones."""
         plan, rows_of, referencing, sub = self.plan, self.store.rows, self.store.referencing, self.sub
+        gained: set[int] = set()
         leaves: dict[str, dict[int, list[int]]] = {}
         for v in nodes:
             if not plan.kids[v]:
@@ -202,8 +205,16 @@ class SubRelations:
                     for v in by_label.get(label, ()):
                         if key not in sub[v] and plan.eligible(v, row.mask):
                             self._enter(v, key, row)
-        for v in nodes:
-            if not plan.kids[v] or self.missing[v]:
+                            gained.add(v)
+        # inner nodes by id, which puts children first (a node is created after its children)
+        todo = [v for v in nodes if plan.kids[v]]
+        heapq.heapify(todo)
+        queued = set(todo)
+        for v in gained:
+            self._queue_parents(v, todo, queued)
+        while todo:
+            v = heapq.heappop(todo)
+            if self.missing[v]:
                 continue
             relation, label = plan.rel[v], plan.mask[v]
             rows = rows_of[relation]
@@ -215,11 +226,24 @@ class SubRelations:
             else:
                 crows = rows_of[plan.rel[c]]
                 candidates = {crows[ck].values[column] for ck in sub[c]}
+            entered = False
             for key in candidates:
                 row = rows.get(key)
                 if (row is not None and row.mask & label == label and key not in sub[v]
                         and plan.eligible(v, row.mask) and self._supported(v, key, row)):
                     self._enter(v, key, row)
+                    entered = True
+            if entered:
+                self._queue_parents(v, todo, queued)
+
+    def _queue_parents(self, v: int, todo: list[int], queued: set[int]) -> None:
+        """Put the parents of ``v`` not yet queued on the fill's heap."""
+        for _, by_label in self.plan.up_joins[v].values():
+            for parents in by_label.values():
+                for p, _ in parents:
+                    if p not in queued:
+                        queued.add(p)
+                        heapq.heappush(todo, p)
 
     # -- labels ------------------------------------------------------------------------
 
