@@ -35,7 +35,7 @@ class Delivery:
 
     ``members`` maps each member's bit index to its properties; ``window``
     and ``tmax`` are the class's. ``schedule(due, window, result)`` asks the
-    engine to call :meth:`expire_window` at event time ``due``.
+    engine to call :meth:`expire_window` at event time ``due`` (with that ``due``).
     """
 
     def __init__(self, members: Mapping[int, QueryProperties], window: float | None, tmax: int,
@@ -107,10 +107,14 @@ class Delivery:
         if mask:
             self.sink(mask, "remove", result)
 
-    def expire_window(self, window: float, result: Result) -> None:
-        """The oldest tuple of ``result`` left ``window``: its members with that window lose it."""
+    def expire_window(self, window: float, result: Result, due: float) -> None:
+        """The oldest tuple of ``result`` left ``window`` at ``due``: its members with that window lose it.
+
+        A timer of an earlier life of the result (the same tuples, one deleted and inserted again since)
+        finds the result younger than it was told: that life's own timer removes it when its time comes.
+        """
         mask = self.receivers.get(result)
-        if not mask:
+        if not mask or self._oldest(result) + window > due:
             return
         gone = mask & self.narrow.get(window, 0)
         if gone:

@@ -47,7 +47,7 @@ class EventTimers:
         """Run every timer due by ``now``, earliest first."""
         timers, rows = self.heap, self.store.rows
         while timers and timers[0][0] <= now:
-            payload = heapq.heappop(timers)[2]
+            due, _, payload = heapq.heappop(timers)
             kind = payload[0]
             if kind == "expire":
                 _, cls, relation, key, serial = payload
@@ -57,7 +57,7 @@ class EventTimers:
             elif kind == "window":
                 _, cls, generation, window, result = payload
                 if cls.alive and cls.generation == generation:
-                    cls.delivery.expire_window(window, result)
+                    cls.delivery.expire_window(window, result, due)
             else:
                 _, agg, due = payload
                 if agg.alive and agg.pending == due:

@@ -39,9 +39,9 @@ def schema_docs(draw) -> dict:
 
 
 @st.composite
-def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = ()) -> list[dict]:
+def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = (), words: tuple = tuple(WORDS)) -> list[dict]:
     """Inserts, deletes of live and missing keys, late ops and time jumps, with no re-insert of a key
-    still live in the widest of ``windows``.
+    still live in the widest of ``windows``; texts are drawn from ``words``.
 
     Under the stream clock rule (docs/ops.md) every op then gets the same
     verdict from each query alone as from the widest window, but for a delete
@@ -70,7 +70,7 @@ def streams(draw, schema_doc: dict, max_ops: int = 40, windows: tuple = ()) -> l
             continue
         if not late:
             live[(name, key)] = ts
-        values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=3))),
+        values = {"id": key, "t": " ".join(draw(st.lists(st.sampled_from(words), max_size=3))),
                   "v": draw(st.one_of(st.none(), st.integers(0, 5)))}
         for fk in rels[name]["foreign_keys"]:
             values[fk["column"]] = draw(st.sampled_from([None, 0, 1, 2, key, key]))
@@ -104,3 +104,10 @@ def plans(draw, schema_doc: dict, min_queries: int = 2, max_queries: int = 12) -
 
 def plan_windows(plan_doc: dict) -> tuple:
     return tuple(q["window_seconds"] for q in plan_doc["queries"])
+
+
+def plan_words(plan_doc: dict) -> tuple:
+    """The words of the plan's queries and one word none of them has (if any is left): stream texts drawn
+    from these hold the queries' keywords far more often than texts of every word."""
+    used = sorted({w for q in plan_doc["queries"] for w in q["keywords"]})
+    return tuple(used + [w for w in WORDS if w not in used][:1])

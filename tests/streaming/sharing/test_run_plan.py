@@ -26,7 +26,7 @@ from streaming.schema import Schema
 from streaming.query_alone import SelectedQuery
 from streaming.sharing.properties import SharingPlan
 from streaming.sharing.runner import MODES, PlanRun
-from tests.streaming.sharing.strategies import plan_windows, plans, schema_docs, streams
+from tests.streaming.sharing.strategies import plan_windows, plan_words, plans, schema_docs, streams
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -82,7 +82,8 @@ def assert_every_mode_equals_each_query_alone(plan_doc: dict, ops: list[dict]) -
 def test_every_mode_gives_every_query_its_single_query_results(data):
     schema_doc = data.draw(schema_docs())
     plan_doc = data.draw(plans(schema_doc))
-    assert_every_mode_equals_each_query_alone(plan_doc, data.draw(streams(schema_doc, windows=plan_windows(plan_doc))))
+    ops = data.draw(streams(schema_doc, windows=plan_windows(plan_doc), words=plan_words(plan_doc)))
+    assert_every_mode_equals_each_query_alone(plan_doc, ops)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -90,7 +91,8 @@ def test_every_mode_gives_every_query_its_single_query_results(data):
 def test_fifty_queries_over_overlapping_and_disjoint_keyword_sets_each_get_their_own_results(data):
     schema_doc = data.draw(schema_docs())
     plan_doc = data.draw(plans(schema_doc, min_queries=20, max_queries=50))
-    assert_every_mode_equals_each_query_alone(plan_doc, data.draw(streams(schema_doc, windows=plan_windows(plan_doc))))
+    ops = data.draw(streams(schema_doc, windows=plan_windows(plan_doc), words=plan_words(plan_doc)))
+    assert_every_mode_equals_each_query_alone(plan_doc, ops)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,6 +106,23 @@ def test_widening_makes_one_class_per_keyword_set(data):
     assert stats["classes"] == len(keyword_sets)
     assert stats["queries_sharing"] == len(plan_doc["queries"]) - len(keyword_sets)
     assert stats["lattices"] == len(keyword_sets - {frozenset()})
+
+
+def test_a_key_deleted_and_inserted_again_leaves_a_narrow_window_by_its_new_time():
+    """{x} with a 6 s window rides on a class whose widest window is unbounded (it shares the stream with
+    {v, x, y}); R0 1, inserted at 0 and deleted at 1, is inserted again at 4: the timer its first life set
+    for 6 must not end its second, which stays until 10."""
+    schema = {"name": "one", "relations": [
+        {"name": "R0", "key": "id", "attributes": {"id": "int", "t": "text", "v": "int"}, "foreign_keys": []},
+        {"name": "R1", "key": "id", "attributes": {"id": "int", "t": "text", "v": "int"}, "foreign_keys": []}]}
+    plan_doc = {"schema": schema, "aggregates": [], "queries": [
+        {"id": 1, "keywords": ["x"], "tmax": 1, "window_seconds": 6.0, "predicates": []},
+        {"id": 2, "keywords": ["x", "y", "v"], "tmax": 1, "window_seconds": None, "predicates": []}]}
+    ops = [{"op": "insert", "relation": "R0", "tuple": {"id": 1, "t": "w x u", "v": 1}, "ts": 0.0},
+           {"op": "delete", "relation": "R0", "key": 1, "ts": 1.0},
+           {"op": "insert", "relation": "R0", "tuple": {"id": 1, "t": "x y", "v": None}, "ts": 4.0},
+           {"op": "delete", "relation": "R1", "key": 1, "ts": 9.0}]
+    assert_every_mode_equals_each_query_alone(plan_doc, ops)
 
 
 def test_the_cli_writes_one_file_per_query_equal_across_modes_and_to_run(tmp_path):
