@@ -109,9 +109,10 @@ def test_widening_makes_one_class_per_keyword_set(data):
 
 
 def test_a_key_deleted_and_inserted_again_leaves_a_narrow_window_by_its_new_time():
-    """{x} with a 6 s window rides on a class whose widest window is unbounded (it shares the stream with
-    {v, x, y}); R0 1, inserted at 0 and deleted at 1, is inserted again at 4: the timer its first life set
-    for 6 must not end its second, which stays until 10."""
+    """{x} with a 6 s window shares the stream's store with {v, x, y}, whose window is unbounded, so its
+    class ends a result by a timer, not by the store expiring the tuple; R0 1, inserted at 0 and deleted
+    at 1, is inserted again at 4: the timer its first life set for 6 must not end its second, which
+    stays until 10."""
     schema = {"name": "one", "relations": [
         {"name": "R0", "key": "id", "attributes": {"id": "int", "t": "text", "v": "int"}, "foreign_keys": []},
         {"name": "R1", "key": "id", "attributes": {"id": "int", "t": "text", "v": "int"}, "foreign_keys": []}]}
