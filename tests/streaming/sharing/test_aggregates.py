@@ -16,7 +16,7 @@ from streaming.query_alone import verdict_store
 from streaming.sharing.properties import SharingPlan
 from streaming.sharing.runner import MODES, PlanRun
 from streaming.sharing.windows import Partial, having_holds
-from tests.streaming.sharing.strategies import plan_windows, plans, predicates, schema_docs, streams
+from tests.streaming.sharing.strategies import plan_windows, plan_words, plans, predicates, schema_docs, streams
 
 
 @st.composite
@@ -108,7 +108,7 @@ def test_aggregates_equal_a_recomputation_per_window_in_every_mode(data):
     schema_doc = data.draw(schema_docs())
     plan_doc = data.draw(plans(schema_doc, min_queries=1, max_queries=4))
     plan_doc["aggregates"] = data.draw(aggregates(schema_doc, plan_doc["queries"]))
-    ops = data.draw(streams(schema_doc, windows=plan_windows(plan_doc)))
+    ops = data.draw(streams(schema_doc, windows=plan_windows(plan_doc), words=plan_words(plan_doc)))
     schema = Schema.from_dict(schema_doc)
     plan = SharingPlan.model_validate(plan_doc)
     lines = [(i + 1, json.dumps(o)) for i, o in enumerate(ops)]

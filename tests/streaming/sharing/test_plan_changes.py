@@ -16,7 +16,7 @@ from streaming.ops import OpRejected, parse_op
 from streaming.schema import Schema
 from streaming.sharing.engine import SharedEngine
 from streaming.sharing.properties import QueryEntry, query_properties
-from tests.streaming.sharing.strategies import plan_windows, plans, schema_docs, streams
+from tests.streaming.sharing.strategies import plan_windows, plan_words, plans, schema_docs, streams
 
 
 def keys(results):
@@ -46,7 +46,8 @@ def test_plan_changes_mid_stream_equal_a_fresh_engine(data):
     second = keep + [q for q in second if q["id"] not in {k["id"] for k in keep}]
     mode = data.draw(st.sampled_from(["match", "widen"]))
     narrow_now = data.draw(st.booleans())
-    ops = data.draw(streams(doc, windows=plan_windows({"queries": first + second})))
+    both = {"queries": first + second}
+    ops = data.draw(streams(doc, windows=plan_windows(both), words=plan_words(both)))
     cut = data.draw(st.integers(0, len(ops)))
 
     props = lambda qs: [query_properties(QueryEntry.model_validate(q), schema) for q in qs]
