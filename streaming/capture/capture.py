@@ -8,7 +8,9 @@ kill left (:meth:`~streaming.capture.sinks.OpSink.recover`), and then
    server's clock just before the slot was created) and seals them with the
    slot's consistent point: changes committed during the copy are not in the
    snapshot and are the slot's first (a kill during the copy drops the slot
-   and starts over, nothing was sealed);
+   and starts over, nothing was sealed); the copy locks the tables first, so
+   a ``TRUNCATE``, which is not MVCC-safe, waits for it, and a truncate
+   committed between the slot and the lock makes it start over;
 2. streams the slot from the stored LSN: the messages of each committed
    transaction become ops (:class:`~streaming.capture.changes.ChangeOps`),
    ``ts`` = its commit time (never before the previous one), staged in the
@@ -46,6 +48,8 @@ __all__ = ["CaptureConfig", "CaptureProgress", "Capture"]
 
 # Rows fetched per round trip while copying the snapshot.
 _SNAPSHOT_FETCH = 5_000
+# Snapshots taken before giving up when a published table is truncated while each is taken.
+_SNAPSHOT_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,34 @@ class Capture:
                           schema=orjson.dumps(publication.schema_document()).decode())
         self.progress.phase = "snapshot"
         self._report(force=True)
+        for _ in range(_SNAPSHOT_TRIES):
+            copied = self._copy(publication, ops)
+            if copied is None:
+                return
+            point, ts, count, rewritten = copied
+            if not rewritten:
+                break
+            assert self._stream is not None
+            self._stream.close()  # its snapshot predates a truncate the copy saw: a new slot's snapshot holds it
+            self._stream = None
+            self._sql.execute("SELECT pg_drop_replication_slot(%s)", (self.config.slot,))
+        else:
+            raise CaptureError(f"{', '.join(rewritten)} truncated or rewritten while each of {_SNAPSHOT_TRIES} "
+                               "snapshots was taken: take it when the tables are not truncated so often")
+        self.sink.seal(phase="streaming", lsn=point, ts=ts, ops=count)
+        self.progress.lsn, self.progress.ops = point, count
+        self.progress.last_commit_ts, self.progress.stored_at = ts, time.time()
+
+    def _copy(self, publication: Publication, ops: ChangeOps) -> tuple[int, float, int, list[str]] | None:
+        """Create the slot and stage every published row under its snapshot: (consistent point, ``ts``, rows,
+        tables truncated or rewritten after the snapshot, none staged then); None if stopped.
+
+        ``TRUNCATE`` is not MVCC-safe: a table truncated after the snapshot looks empty to it. So the copy
+        first locks every published table (``ACCESS SHARE``: a truncate waits until the copy ends, and comes
+        among the slot's changes), then compares each table's file as the snapshot saw it in ``pg_class``
+        with the current one, to catch a truncate committed between the slot's creation and the lock.
+        """
+        assert self._sql is not None
         row = self._sql.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
         assert row is not None
         ts = float(row[0])
@@ -261,6 +293,14 @@ class Capture:
             copy.read_only = True
             with copy.transaction():
                 copy.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+                copy.execute(sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(sql.SQL(", ").join(
+                    sql.Identifier(table.namespace, table.name) for table in publication.tables)))
+                changed = {oid for (oid,) in copy.execute(
+                    "SELECT oid FROM pg_class WHERE oid = ANY(%s) AND relfilenode <> pg_relation_filenode(oid)",
+                    ([table.oid for table in publication.tables],))}  # the column as the snapshot saw it; the file now
+                rewritten = [table.qualified for table in publication.tables if table.oid in changed]
+                if rewritten:
+                    return point, ts, count, rewritten
                 for table in publication.tables:
                     with copy.cursor(name=f"kwmonitor_snapshot_{table.oid}") as cur:
                         cur.itersize = _SNAPSHOT_FETCH
@@ -268,14 +308,12 @@ class Capture:
                         while rows := cur.fetchmany(_SNAPSHOT_FETCH):
                             if self._stopping.is_set():
                                 self.sink.abandon()
-                                return
+                                return None
                             self.sink.stage([orjson.dumps(ops.snapshot_row(table, row, ts)) for row in rows])
                             count += len(rows)
                             self.progress.ops = count
                             self._report()
-        self.sink.seal(phase="streaming", lsn=point, ts=ts, ops=count)
-        self.progress.lsn, self.progress.ops = point, count
-        self.progress.last_commit_ts, self.progress.stored_at = ts, time.time()
+        return point, ts, count, []
 
     # ------------------------------------------------------------------ changes
 
