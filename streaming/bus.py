@@ -50,6 +50,7 @@ from .events import (
     AggregateValue,
     ComponentHeartbeat,
     EvaluatorStatus,
+    LiveRestored,
     QueryConfig,
     QueryUpdated,
     SharingReport,
@@ -73,6 +74,7 @@ __all__ = [
     "publish_changes",
     "publish_serialized_changes",
     "reconcile",
+    "restore_live",
     "read_snapshot",
     "SNAPSHOT_SEQ_SCAN",
     "snapshot_of",
@@ -184,6 +186,12 @@ class Keys:
         return f"kw:evaluator:{evaluator_id}:plan"
 
     @staticmethod
+    def persisted_seq(evaluator_id: int) -> str:
+        """The last seq the history holds every change and dead letter of that the evaluator published
+        (written by the history persister, read by the evaluator: what it must publish again after a loss)."""
+        return f"kw:evaluator:{evaluator_id}:persisted"
+
+    @staticmethod
     def heartbeat(evaluator_id: int) -> str:
         return f"kw:evaluator:{evaluator_id}:heartbeat"
 
@@ -292,9 +300,12 @@ def publish_changes(client: redis.Redis, query_id: int, changes: Sequence[Result
 
     Returns how many changed the set (the others were already applied).
     """
-    serialized = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json(), c.seq)
-                  for c in changes]
-    return publish_serialized_changes(client, {query_id: serialized})
+    return publish_serialized_changes(client, {query_id: _serialized(changes)})
+
+
+def _serialized(changes: Iterable[ResultAdded | ResultRemoved]) -> list[tuple[str, str, str, int]]:
+    return [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json(), c.seq)
+            for c in changes]
 
 
 def publish_serialized_changes(client: redis.Redis, changes: Mapping[int, Sequence[tuple[str, str, str, int]]],
@@ -330,8 +341,10 @@ def _publish_pipelined(client: redis.Redis, script: Any, changes: Mapping[int, S
     return sum(published)
 
 
-def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[ResultView]) -> int:
-    """Make the published live set equal ``results`` by publishing the difference.
+def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[ResultView],
+              state_key: str | None = None) -> list[tuple[str, str, str, int]]:
+    """Make the published live set equal ``results`` by publishing the difference; returns it (as
+    ``(kind, result key, payload JSON, seq)`` quads). ``state_key``: as for :func:`publish_serialized_changes`.
 
     Used after an evaluator restart: the browser sees removes for results that
     died meanwhile and adds for new ones, as if there had been no crash.
@@ -345,7 +358,23 @@ def reconcile(client: redis.Redis, query_id: int, seq: int, results: Iterable[Re
             result = ResultAdded.model_validate_json(payload).result
             changes.append(ResultRemoved(query=query_id, seq=seq, result=result))
     changes += [ResultAdded(query=query_id, seq=seq, result=wanted[k]) for k in sorted(set(wanted) - live)]
-    return publish_changes(client, query_id, changes)
+    serialized = _serialized(changes)
+    publish_serialized_changes(client, {query_id: serialized}, state_key=state_key)
+    return serialized
+
+
+def restore_live(client: redis.Redis, query_id: int, seq: int, adds: Mapping[str, str]) -> None:
+    """Set a query's live set to ``adds`` (result key -> add payload), as after every change up to ``seq``, and
+    its published seq to ``seq``, in one MULTI; the change stream gets a :class:`LiveRestored` entry, no change
+    (a feed that read the set before sends a new snapshot)."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(Keys.live(query_id))
+        if adds:
+            pipe.hset(Keys.live(query_id), mapping=dict(adds))
+        pipe.set(Keys.published_seq(query_id), seq)
+        pipe.xadd(Keys.changes(query_id), {"data": LiveRestored(query=query_id, seq=seq).model_dump_json()},
+                  maxlen=CHANGES_MAXLEN, approximate=True)
+        pipe.execute()
 
 
 def read_snapshot(client: redis.Redis, query_id: int) -> tuple[str, list[ResultView]]:
@@ -401,7 +430,7 @@ def publish_query_config(client: redis.Redis, event: QueryUpdated, announce: boo
 
 def read_changes(
     client: redis.Redis, query_id: int, after_id: str, count: int = 500, block_ms: int | None = None
-) -> list[tuple[str, ResultAdded | ResultRemoved | QueryUpdated]]:
+) -> list[tuple[str, ResultAdded | ResultRemoved | QueryUpdated | LiveRestored]]:
     """Entries strictly after ``after_id``, oldest first; blocks up to ``block_ms`` if none."""
     if block_ms is None:
         entries = client.xrange(Keys.changes(query_id), min=f"({after_id}", count=count)

@@ -27,6 +27,7 @@ __all__ = [
     "Rearrangement",
     "QueryConfig",
     "QueryUpdated",
+    "LiveRestored",
     "ComponentHeartbeat",
     "ComponentHealth",
     "StreamHealth",
@@ -87,6 +88,16 @@ class QueryConfig(_Payload):
     predicates: list[str]
     enabled: bool
     stream: int | None
+
+
+class LiveRestored(_Payload):
+    """The query's live set was written back whole, as after every change up to ``seq`` (an evaluator giving
+    back what a Redis loss took, ``streaming.unpersisted``): on its change stream. A feed that read the set
+    before it answers with a new snapshot; the history skips it."""
+
+    type: Literal["live.restored"] = "live.restored"
+    query: int
+    seq: int
 
 
 class QueryUpdated(_Payload):
@@ -343,6 +354,7 @@ Event = Annotated[
         ResultAdded,
         ResultRemoved,
         QueryUpdated,
+        LiveRestored,
         Snapshot,
         EvaluatorStatus,
         BatchMetrics,

@@ -42,6 +42,10 @@ class StateStore(Protocol):
     def save_published(self, seq: int) -> None:
         """The last seq whose changes this evaluator has published (a move's target waits on its source's)."""
 
+    def persisted_seq(self) -> int:
+        """The last seq the history holds every change and dead letter of that this evaluator published
+        (the history persister's mark; -1 if none is known)."""
+
     def clear(self) -> None:
         """Delete the saved state and mark the (empty) state loaded: a rebuild starts."""
 
@@ -59,8 +63,13 @@ class Publisher(Protocol):
         """Each query's changes, in seq order, each once; :class:`StateLost` (nothing published) if the
         evaluator's state was lost."""
 
-    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> None:
-        """Make the query's live set equal ``results`` by publishing the difference at ``seq``."""
+    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> list[Change]:
+        """Make the query's live set equal ``results`` by publishing the difference at ``seq``; the changes
+        published."""
+
+    def restore_live(self, query_id: int, seq: int, adds: Mapping[str, str]) -> None:
+        """Set the query's live set to ``adds`` (result key -> add payload) and its published seq to ``seq``,
+        publishing no change (an evaluator putting back what a lost store held)."""
 
     def forget(self, query_ids: Iterable[int]) -> None:
         """Drop the queries' live sets, change logs and published seqs (a rebuild publishes them again)."""

@@ -58,6 +58,7 @@ class RedisStateStore:
         self.state_key = bus.Keys.evaluator_state(evaluator_id)
         self.tuples_key = bus.Keys.evaluator_tuples(evaluator_id)
         self.failed_key = bus.Keys.failed_op(evaluator_id)
+        self.persisted_key = bus.Keys.persisted_seq(evaluator_id)
 
     def load(self) -> SavedState:
         state = self.client.hgetall(self.state_key)
@@ -106,6 +107,9 @@ class RedisStateStore:
     def save_published(self, seq: int) -> None:
         self.client.hset(self.state_key, StateField.PUBLISHED, seq)
 
+    def persisted_seq(self) -> int:
+        return int(self.client.get(self.persisted_key) or -1)
+
     def clear(self) -> None:
         with self.client.pipeline(transaction=True) as pipe:
             pipe.delete(self.tuples_key, self.state_key)
@@ -129,8 +133,11 @@ class RedisPublisher:
     def publish_changes(self, changes: Mapping[int, Sequence[Change]]) -> None:
         bus.publish_serialized_changes(self.client, changes, _PUBLISH_CHUNK, self.state_key)
 
-    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> None:
-        bus.reconcile(self.client, query_id, seq, results)
+    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> list[Change]:
+        return bus.reconcile(self.client, query_id, seq, results, self.state_key)
+
+    def restore_live(self, query_id: int, seq: int, adds: Mapping[str, str]) -> None:
+        bus.restore_live(self.client, query_id, seq, adds)
 
     def forget(self, query_ids: Iterable[int]) -> None:
         keys = [key for qid in query_ids for key in

@@ -43,6 +43,7 @@ class MemoryStateStore:
         self.loaded = False
         self.failed: dict[str, Any] | None = None  # the op named for the supervisor
         self.published = -1  # the last seq whose changes the evaluator has published
+        self.persisted = -1  # the history persister's mark (a test sets it)
 
     def load(self) -> SavedState:
         self.loaded = True
@@ -71,6 +72,9 @@ class MemoryStateStore:
 
     def save_published(self, seq: int) -> None:
         self.published = seq
+
+    def persisted_seq(self) -> int:
+        return self.persisted
 
     def clear(self) -> None:
         self.saved = SavedState()
@@ -153,15 +157,23 @@ class MemoryPublisher:
         for query_id, quads in changes.items():
             self.bus.publish(query_id, quads)
 
-    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> None:
+    def reconcile(self, query_id: int, seq: int, results: Iterable[ResultView]) -> list[Change]:
+        if self.bus.state(self.evaluator_id).lost():
+            raise StateLost(f"the memory bus lost evaluator {self.evaluator_id}'s state")
         wanted = {r.key: r for r in results}
         live = self.bus.live.get(query_id, {})
         changes: list[ResultAdded | ResultRemoved] = [
             ResultRemoved(query=query_id, seq=seq, result=ResultAdded.model_validate_json(live[key]).result)
             for key in sorted(set(live) - set(wanted))]
         changes += [ResultAdded(query=query_id, seq=seq, result=wanted[k]) for k in sorted(set(wanted) - set(live))]
-        self.bus.publish(query_id, [("add" if isinstance(c, ResultAdded) else "remove", c.result.key,
-                                     c.model_dump_json(), c.seq) for c in changes])
+        quads: list[Change] = [("add" if isinstance(c, ResultAdded) else "remove", c.result.key, c.model_dump_json(),
+                                c.seq) for c in changes]
+        self.bus.publish(query_id, quads)
+        return quads
+
+    def restore_live(self, query_id: int, seq: int, adds: Mapping[str, str]) -> None:
+        self.bus.live[query_id] = dict(adds)
+        self.bus.published_seq[query_id] = seq
 
     def forget(self, query_ids: Iterable[int]) -> None:
         for qid in query_ids:

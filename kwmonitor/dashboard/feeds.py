@@ -212,19 +212,37 @@ async def query_messages(
                 logger.warning("query %s: reader at %s fell behind the change stream; resending a snapshot", query_id, cursor)
             cursor = None
             continue
+        restored = False
         for entry_id, fields in entries:
+            if _restored(fields):
+                restored = True
+                break
             yield _change_message(entry_id, fields)
-        if entries:
+            cursor = entry_id
+        if restored:  # what this reader holds was given back whole: it starts again from a snapshot
+            cursor = None
+        elif entries:
             cursor = entries[-1][0]
         elif follower is None:  # wait for the next change, then read it (with its horizon) at the top of the loop
             await client.xread({Keys.changes(query_id): cursor}, count=1, block=block_ms)
         else:  # the relay's batches, while they continue the cursor; then read the stream at the top of the loop
             async for batch in _followed(follower, cursor):
                 for entry_id, fields in batch.entries:
+                    if _restored(fields):
+                        restored = True
+                        break
                     if entry_id not in batch.cache:
                         batch.cache[entry_id] = _change_message(entry_id, fields)
                     yield batch.cache[entry_id]
-                cursor = batch.entries[-1][0]
+                    cursor = entry_id
+                if restored:
+                    cursor = None
+                    break
+
+
+def _restored(fields: dict[str, str]) -> bool:
+    """Whether a change stream entry is the evaluator's :class:`~streaming.events.LiveRestored` mark."""
+    return fields.get("data", "").startswith('{"type":"live.restored"')
 
 
 # The messages a log feed makes of entries; the dict caches what it made of each entry (by id) for other feeds.

@@ -75,9 +75,19 @@ def test_snapshot_then_changes_has_no_gap_or_duplicate(client):
 
 def test_reconcile_publishes_only_the_difference(client):
     bus.publish_changes(client, 3, [ResultAdded(query=3, seq=0, result=view(k)) for k in (1, 2)])
-    assert bus.reconcile(client, 3, 5, [view(2), view(3)]) == 2
+    assert [(kind, seq) for kind, _, _, seq in bus.reconcile(client, 3, 5, [view(2), view(3)])] == [
+        ("remove", 5), ("add", 5)]
     assert sorted(r.tuples[0].key for r in bus.read_snapshot(client, 3)[1]) == [2, 3]
-    assert bus.reconcile(client, 3, 6, [view(2), view(3)]) == 0
+    assert bus.reconcile(client, 3, 6, [view(2), view(3)]) == []
+
+
+def test_restore_live_sets_the_live_set_and_seq_with_no_change_but_a_mark(client):
+    bus.publish_changes(client, 3, [ResultAdded(query=3, seq=0, result=view(k)) for k in (1, 2)])
+    adds = {view(k).key: ResultAdded(query=3, seq=4, result=view(k)).model_dump_json() for k in (2, 5)}
+    bus.restore_live(client, 3, 4, adds)
+    assert sorted(r.tuples[0].key for r in bus.read_snapshot(client, 3)[1]) == [2, 5]
+    assert [c.type for _, c in bus.read_changes(client, 3, "0-0")] == ["result.add", "result.add", "live.restored"]
+    assert bus.publish_changes(client, 3, [ResultAdded(query=3, seq=3, result=view(6))]) == 0  # older than seq 4
 
 
 def test_stream_events_plan_and_heartbeat_round_trip(client):

@@ -88,3 +88,21 @@ def test_an_id_the_stream_no_longer_holds_gets_a_snapshot(redis_client, redis_ur
     bus.publish_changes(redis_client, 5, [added(5, i) for i in range(4)])  # published again, under new ids
     (message,) = first_messages(redis_url, 5, held, 1)
     assert message["type"] == "snapshot" and len(message["results"]) == 4
+
+
+def test_a_live_set_given_back_sends_a_reader_that_held_it_before_a_new_snapshot(redis_client, redis_url):
+    """After a Redis loss the evaluator writes the live set back whole, with a mark on the change stream: a
+    reader that read the empty stream (or any id before the mark) gets a new snapshot there; the mark itself
+    is never sent, and a reader past it gets the changes after it."""
+    adds = {added(8, i, seq=5).result.key: added(8, i, seq=5).model_dump_json() for i in range(3)}
+    bus.restore_live(redis_client, 8, 6, adds)
+    ((mark, _),) = redis_client.xrange(bus.Keys.changes(8))
+    (snapshot,) = first_messages(redis_url, 8, "0-0", 1)
+    assert (snapshot["type"], snapshot["last_id"], snapshot["last_seq"], len(snapshot["results"])) == (
+        "snapshot", mark, 6, 3)
+    bus.publish_changes(redis_client, 8, [added(8, 7)])
+    (_, (change, _)) = redis_client.xrange(bus.Keys.changes(8))
+    (snapshot,) = first_messages(redis_url, 8, "0-0", 1)
+    assert (snapshot["type"], snapshot["last_id"], len(snapshot["results"])) == ("snapshot", change, 4)
+    (message,) = first_messages(redis_url, 8, mark, 1)
+    assert (message["type"], message["id"]) == ("result.add", change)
