@@ -14,6 +14,12 @@ change history already holds (same seq, type and result, as many times as
 held) is skipped, so the history goes on where it was, nothing twice; so is
 a dead letter of a seq already recorded and an aggregate value of a window
 already recorded.
+
+A run that drained every change stream and stream event stream to its end
+marks, per evaluator, the seq it had published through when the run began
+(``Keys.persisted_seq``): the history then holds every change and dead
+letter it published up to that seq, and an evaluator that outlives a Redis
+loss publishes again only what came after (``streaming.unpersisted``).
 """
 
 from __future__ import annotations
@@ -41,10 +47,13 @@ from streaming.events import (
     parse_event,
 )
 
+from streaming.evaluator_state import StateField
+
 from .models import (
     AggregateValueRecord,
     DeadLetterRecord,
     DroppingSample,
+    Evaluator,
     HistoryCursor,
     MetricSample,
     RearrangementRecord,
@@ -74,17 +83,39 @@ class HistoryPersister:
         self.client = client
         self.batch = batch
         self.max_batches = max_batches
+        self._drained = True  # whether every key of this run was read to its end
 
     def run(self) -> dict[str, int]:
         """Persist what is new for every query and stream; returns rows written per kind."""
+        server, published = self._server(), self._published_seqs()
         written = {"results": 0, "subscription_results": 0, "stream_events": 0}
+        self._drained = True
         for query_id in KeywordQuery.objects.order_by("pk").values_list("pk", flat=True):
             written["results"] += self.persist_query(query_id)
         for subscription_id in WXQuerySubscription.objects.order_by("pk").values_list("pk", flat=True):
             written["subscription_results"] += self.persist_subscription(subscription_id)
         for stream_id in Stream.objects.order_by("pk").values_list("pk", flat=True):
             written["stream_events"] += self.persist_stream(stream_id)
+        if self._drained and published and self._server() == server:  # not a new Redis since those seqs were read
+            with self.client.pipeline(transaction=False) as pipe:
+                for evaluator_id, seq in published.items():
+                    pipe.set(Keys.persisted_seq(evaluator_id), seq)
+                pipe.execute()
         return written
+
+    def _server(self) -> str:
+        """The Redis server's run id (a restarted or replaced server has a new one)."""
+        return str(self.client.info("server")["run_id"])
+
+    def _published_seqs(self) -> dict[int, int]:
+        """Each evaluator's published seq (read before any stream is drained: what it had published by then)."""
+        ids = list(Evaluator.objects.exclude(role__in=("preprocessor", "capture")).order_by("pk")
+                   .values_list("pk", flat=True))
+        with self.client.pipeline(transaction=False) as pipe:
+            for evaluator_id in ids:
+                pipe.hget(Keys.evaluator_state(evaluator_id), StateField.PUBLISHED)
+            seqs = pipe.execute()
+        return {evaluator_id: int(seq) for evaluator_id, seq in zip(ids, seqs) if seq is not None}
 
     def persist_query(self, query_id: int) -> int:
         """Copy a query's new adds and removes into :class:`ResultEvent` rows."""
@@ -196,7 +227,7 @@ class HistoryPersister:
                 cursor, _created = HistoryCursor.objects.select_for_update().get_or_create(key=key)
                 entries = self._read(key, cursor.last_id)
                 if not entries:
-                    break
+                    return written
                 for model, objs in to_rows([(i, e) for i, e in entries if e is not None]).items():
                     if objs:
                         model.objects.bulk_create(objs, ignore_conflicts=True)
@@ -204,5 +235,6 @@ class HistoryPersister:
                 cursor.last_id = entries[-1][0]
                 cursor.save(update_fields=["last_id"])
             if len(entries) < self.batch:
-                break
+                return written
+        self._drained = False  # more next run
         return written

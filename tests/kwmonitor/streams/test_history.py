@@ -133,3 +133,23 @@ def test_subscription_results_are_persisted_once_in_order(photons_stream, user, 
     rows = list(SubscriptionResultRecord.objects.filter(subscription=sub).order_by("id"))
     assert [(r.seq, r.item) for r in rows] == [(i.seq, i.item) for i in items]
     assert [r.entry_id for r in rows] == [e for e, _ in redis_client.xrange(bus.Keys.subscription_results(sub.pk))]
+
+
+def test_a_run_that_drained_every_stream_marks_each_evaluator_at_its_published_seq(shop, redis_client):
+    """The mark is the published seq read before the drain, written only when every stream was read to its end
+    (the evaluator publishes again what came after it, should Redis lose it)."""
+    query = KeywordQuery.objects.get(name="dress in texas")
+    evaluator = shop.evaluator
+    state = bus.Keys.evaluator_state(evaluator.pk)
+    bus.publish_changes(redis_client, query.pk, [ResultAdded(query=query.pk, seq=i, result=result(i)) for i in range(5)])
+    redis_client.hset(state, "published", 4)
+    persister = HistoryPersister(redis_client, batch=2, max_batches=2)  # four entries a run: one left over
+    persister.run()
+    assert redis_client.get(bus.Keys.persisted_seq(evaluator.pk)) is None
+    persister.run()
+    assert redis_client.get(bus.Keys.persisted_seq(evaluator.pk)) == "4"
+    bus.publish_changes(redis_client, query.pk, [ResultRemoved(query=query.pk, seq=7, result=result(2))])
+    redis_client.hset(state, "published", 7)
+    persister.run()
+    assert redis_client.get(bus.Keys.persisted_seq(evaluator.pk)) == "7"
+    assert ResultEvent.objects.filter(query=query).count() == 6
