@@ -45,6 +45,7 @@ and window end), so they too survive a crash exactly once.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
@@ -58,8 +59,11 @@ from .redis_ports import redis_ports
 from .session import ParseSpec, PlanChange, StreamSession, group_keywords
 from .sharing.properties import EvaluatorPlan
 from .sources import input_kind
+from .unpersisted import Unpersisted
 
 __all__ = ["ParseSpec", "group_keywords", "EvaluatorRunner", "GroupEvaluator"]
+
+log = logging.getLogger(__name__)
 
 _REPLAY_CHUNK = 20_000  # stored ops applied per batch when the evaluator rebuilds from the landing files
 _REPORT_SECONDS = 10.0
@@ -92,6 +96,7 @@ class EvaluatorRunner:
         self.saved_seq = -1
         self.progress_at: float | None = None
         self._reported = 0.0
+        self.unpersisted = Unpersisted()  # what the history may lack, to publish again if the store loses it
 
     # ----------------------------------------------------------- plan and state
 
@@ -101,6 +106,7 @@ class EvaluatorRunner:
             saved = self.ports.state.load()
             self.saved_seq = saved.seq
             self.session.restore(saved)
+            self.unpersisted.restart(max(saved.seq, 0))  # the start reconciles at that seq
             if not self.refresh_plan(force=True):
                 raise RuntimeError(f"evaluator {self.evaluator_id} has no plan in Redis")
             # a fresh engine reconciled every live set it does not hold at the applied seq
@@ -118,20 +124,26 @@ class EvaluatorRunner:
             change = self.session.adopt(plan, force, self._source_published(plan))
             if change is None:
                 return False
-            self._publish_plan_change(change)
+            try:
+                self._publish_plan_change(change)
+            except StateLost:  # the store was lost before: what the plan change published cannot be told
+                self.unpersisted.restart(self.session.applied_seq + 1)
+                self._recover()
             self._report_now()
             return True
 
     def _publish_plan_change(self, change: PlanChange) -> None:
-        publisher = self.ports.publisher
+        publisher, keep = self.ports.publisher, self.unpersisted.keep
+        applied = self.session.applied_seq
         for qid in change.cleared:
-            publisher.reconcile(qid, change.seq, ())
+            keep({qid: publisher.reconcile(qid, change.seq, ())}, applied)
         if change.joined is not None:
             self.ports.state.save_joined(change.joined)
         if change.released:
+            keep(change.released, applied)
             publisher.publish_changes(change.released)
         for qid, views in change.reconciled.items():
-            publisher.reconcile(qid, change.seq, views)
+            keep({qid: publisher.reconcile(qid, change.seq, views)}, applied)
 
     def _source_published(self, plan: EvaluatorPlan) -> int:
         """The last seq whose changes the evaluator handing the plan's joining queries over has published
@@ -186,6 +198,40 @@ class EvaluatorRunner:
                 applied += len(chunk)
             return applied
 
+    def _recover(self) -> None:
+        """The store lost this evaluator's state while it ran: give it back from the session when the changes
+        the history may lack are kept (:mod:`streaming.unpersisted`), else rebuild it from the landing files."""
+        kept = self.unpersisted
+        if kept.complete and self.session.republishable:
+            changes = sum(map(len, kept.changes.values()))
+            self._give_back()
+            log.warning("evaluator %s: Redis lost its state; given back at seq %s from the session, %s changes and "
+                        "%s dead letters published again from the history's mark %s", self.evaluator_id,
+                        self.session.applied_seq, changes, len(kept.dead), kept.persisted)
+        else:
+            started = time.perf_counter()
+            self._rebuild_from_landing()
+            log.warning("evaluator %s: Redis lost its state; rebuilt from the landing files through seq %s in %.1f s",
+                        self.evaluator_id, self.session.applied_seq, time.perf_counter() - started)
+
+    def _give_back(self) -> None:
+        """Write the session's whole state to the store, each query's live set as it was before the history's
+        mark, then publish again the changes and dead letters kept from the mark on."""
+        session, state, publisher, kept = self.session, self.ports.state, self.ports.publisher, self.unpersisted
+        queries = sorted(set(session.queries) | set(kept.changes))
+        publisher.forget(queries)
+        state.clear()
+        self._persist_whole()
+        at = kept.restored_seq
+        live = session.live_adds(at)
+        for qid in queries:
+            publisher.restore_live(qid, at, kept.live_at_mark(qid, live.get(qid, {})))
+        publisher.publish_changes(kept.changes)
+        stream_id = session.stream_id
+        if kept.dead and stream_id is not None:
+            publisher.publish_events(stream_id, kept.dead)
+        state.save_published(session.applied_seq)
+
     def _rebuild_from_landing(self) -> None:
         """The store lost this evaluator's state: rebuild it from every stored op it had applied."""
         plan = self.session.plan
@@ -219,7 +265,8 @@ class EvaluatorRunner:
         with self.lock:
             session, state, publisher = self.session, self.ports.state, self.ports.publisher
             if self.lost_state():
-                self._rebuild_from_landing()
+                self._recover()
+            self.unpersisted.persisted_through(state.persisted_seq())
             started = time.perf_counter()
             self.refresh_plan()
             if session.plan is None or session.engine is None:
@@ -243,14 +290,15 @@ class EvaluatorRunner:
             self._persist(out.values)
             self.saved_seq = session.applied_seq
             t_publish = time.perf_counter()
+            self.unpersisted.keep(out.changes, session.applied_seq)
             try:
                 publisher.publish_changes(out.changes)
                 for qid, views in out.reconciled.items():
-                    publisher.reconcile(qid, session.applied_seq, views)
+                    self.unpersisted.keep({qid: publisher.reconcile(qid, session.applied_seq, views)},
+                                          session.applied_seq)
             except StateLost:  # the store lost it during this batch: nothing of it was published
-                self._rebuild_from_landing()
+                self._recover()
                 out.values = []
-            state.save_published(session.applied_seq)
             stream_id = session.stream_id
             assert stream_id is not None
             now = self.clock()
@@ -260,7 +308,10 @@ class EvaluatorRunner:
                 report = self.report(now)
                 publisher.write_report(report)
                 events.append(report)
+            self.unpersisted.keep_dead(events)
             publisher.publish_events(stream_id, events)
+            # after the dead letters: the history persister's mark says it holds them up to this seq
+            state.save_published(session.applied_seq)
             done = time.perf_counter()
             breakdown = {"parse": parse_ms, "plan": (t_apply - started) * 1000, "apply": (t_persist - t_apply) * 1000,
                          "persist": (t_publish - t_persist) * 1000, "publish": (done - t_publish) * 1000}
@@ -273,6 +324,10 @@ class EvaluatorRunner:
     def _persist(self, outbox: Sequence[AggregateValue] | None = None) -> None:
         """Save the changed tuples, the last applied seq, the outbox, the aggregate windows and the clock."""
         self.ports.state.save(self.session.state_write(outbox))
+
+    def _persist_whole(self) -> None:
+        """Save the whole state to a store that lost it."""
+        self.ports.state.save(self.session.whole_state())
 
 
 class GroupEvaluator(EvaluatorRunner):

@@ -552,6 +552,36 @@ class StreamSession:
                           else None,
                           clock=self.event_time, held=held)
 
+    @property
+    def republishable(self) -> bool:
+        """Whether all it publishes is changes and dead letters (no aggregate values, no WXQuery items, no
+        query arriving from another evaluator): what a lost store can be given back from the session."""
+        engine = self.engine
+        return (engine is not None and not engine.aggregate_classes and self.subscriptions is None
+                and not self.arriving.joined and not self.arriving.held)
+
+    def whole_state(self) -> StateWrite:
+        """The whole saved state (every stored tuple), for a store that lost it."""
+        write = self.state_write([])
+        return StateWrite(tuples=dict(self.stored), seq=write.seq, outbox=write.outbox,
+                          aggregates=write.aggregates, clock=write.clock, held=write.held)
+
+    def live_adds(self, at_most: int) -> dict[int, dict[str, str]]:
+        """Each query's live results as its live set holds them (result key -> add payload), each added at
+        the seq its newest tuple was stored at, or at ``at_most`` if that is earlier."""
+        assert self.engine is not None
+        out = {}
+        stored = self.stored
+        for qid in sorted(self.queries):
+            adds = {}
+            for result in self.engine.results(qid):
+                view, view_json = self._views.of(qid, result)
+                born = max((stored[t][0] for t in result.tuples if t in stored), default=at_most)
+                adds[view.key] = change_json("add", qid, min(born, at_most), view_json)
+            out[qid] = adds
+        self._views.clear()
+        return out
+
     # ----------------------------------------------------------- inspection
 
     def report(self, now: float, evaluator_id: int) -> SharingReport:
