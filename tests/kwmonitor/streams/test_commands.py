@@ -109,10 +109,12 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     archive.mkdir(parents=True)
     (archive / "00000000000000000000.ndjson").write_text(op + "\n")
     assert ResultEvent.objects.count() == DeadLetterRecord.objects.count() == 1
-    # what an earlier run left: restarts, an error, a poison op, the evaluator's last heartbeat
+    # what an earlier run left: restarts, an error, a poison op, the evaluator's last heartbeat, the history's
+    # mark (the replayed stream's history starts again from nothing)
     Evaluator.objects.filter(pk=evaluator.pk).update(restarts=3, failures=1, last_error="process 4 exited")
     redis_client.hset(bus.Keys.stream_poison(shop.pk), "1", "poison op, set aside: ...")
     redis_client.set(bus.Keys.last_heartbeat(evaluator.pk), "1.0")
+    redis_client.set(bus.Keys.persisted_seq(evaluator.pk), "0")
 
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     with pytest.raises(CommandError, match="cancelled"):
@@ -127,7 +129,8 @@ def test_reset_stream_erases_the_data_and_keeps_the_configuration(shop, settings
     assert AggregateValueRecord.objects.count() == 0
     evaluator.refresh_from_db()
     assert (evaluator.restarts, evaluator.failures, evaluator.last_error) == (0, 0, "")  # a new run
-    assert not redis_client.exists(bus.Keys.stream_poison(shop.pk), bus.Keys.last_heartbeat(evaluator.pk))
+    assert not redis_client.exists(bus.Keys.stream_poison(shop.pk), bus.Keys.last_heartbeat(evaluator.pk),
+                                   bus.Keys.persisted_seq(evaluator.pk))
     assert bus.read_plan(redis_client, evaluator.pk).queries  # configuration kept
     assert Ingestor(shop).ingest([op]).seqs == [0]
     assert bus.publish_aggregate_values(redis_client, shop.pk, [value]) == 1  # the replayed window is new again

@@ -81,7 +81,8 @@ class Command(BaseCommand):
         ]
         keys += [key for p in processes for key in (Keys.evaluator_tuples(p.pk), Keys.evaluator_state(p.pk),
                                                     Keys.heartbeat(p.pk), Keys.last_heartbeat(p.pk),
-                                                    Keys.failed_op(p.pk), Keys.poison_watch(p.pk))]
+                                                    Keys.failed_op(p.pk), Keys.poison_watch(p.pk),
+                                                    Keys.persisted_seq(p.pk))]
         keys += [key for qid in query_ids for key in (Keys.live(qid), Keys.changes(qid), Keys.published_seq(qid))]
         keys += [Keys.subscription_results(sid) for sid in subscription_ids]
         keys += list(redis_client().scan_iter(match=Keys.ingest_receipts(stream.pk), count=1000))
