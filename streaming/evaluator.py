@@ -22,19 +22,22 @@ batch:
    once), persist the stored tuples with the last applied seq (one MULTI),
    then publish each query's changes (live set + change stream, one atomic
    step per query; a class moving here is held back until the evaluator
-   handing it over has published through the seq it joined at), record the
-   seq published through (what such a target waits on), then aggregate
-   values, dead letters and the batch metrics.
+   handing it over has published through the seq it joined at), aggregate
+   values and dead letters, then record the seq published through (what
+   such a target waits on, and what the history's mark is made of), then
+   the batch metrics.
 
 The stored tuples give the values shown in results and, after a restart,
 the state the session is rebuilt from. A Redis that lost them while the
 evaluator ran (a crash without persistence, an empty Redis put in its place:
 the state hash lost the field written when the evaluator loaded it) is found
-at the next batch: the evaluator clears what it wrote there since, starts
-over from an empty session and applies the stream's stored ops again from
-the first (landing files, archived ones included), publishing every change
-again, so the live sets and change streams are rebuilt whole (docs/ops.md,
-"Redis"). Because the tuples are persisted before the changes are published,
+at the next batch: the evaluator clears what it wrote there since and, when
+it keeps every change the history may lack (``streaming.unpersisted``),
+gives its state back from the session (no op applied again); otherwise it
+starts over from an empty session and applies the stream's stored ops again
+from the first (landing files, archived ones included), publishing every
+change again, so the live sets and change streams are rebuilt whole
+(docs/ops.md, "Redis"). Because the tuples are persisted before the changes are published,
 a crash in between is repaired by the reconcile of the restart, and a
 replayed batch is not applied twice. The running windows of the aggregate
 subscriptions and the values a batch produced are persisted in the same

@@ -568,7 +568,7 @@ class StreamSession:
 
     def live_adds(self, at_most: int) -> dict[int, dict[str, str]]:
         """Each query's live results as its live set holds them (result key -> add payload), each added at
-        the seq its newest tuple was stored at, or at ``at_most`` if that is earlier."""
+        the seq its newest tuple was stored at (``at_most`` if that is later)."""
         assert self.engine is not None
         out = {}
         stored = self.stored
