@@ -7,7 +7,9 @@ each with its ``"id"``. When the connection drops it reconnects with backoff,
 asking for the changes after the last id it printed (``?after=``): the output
 has no gap and no duplicate across reconnects. If the server answers with a new
 snapshot instead (the client fell behind what Redis keeps), that snapshot is
-printed and replaces everything before it. The token may also come from the
+printed and replaces everything before it. A refusal (HTTP 4xx: a bad token,
+no access, no such query) ends it; a server error (HTTP 5xx: its database or
+Redis away) is retried as a drop is. The token may also come from the
 ``KWMONITOR_TOKEN`` environment variable (kept out of the process list).
 """
 
@@ -82,7 +84,10 @@ async def follow(
                     if limit is not None and seen >= limit:
                         return
         except InvalidStatus as exc:
-            raise FeedRefused(f"{url}: the server refused the feed (HTTP {exc.response.status_code})") from exc
+            if exc.response.status_code < 500:  # no token, no access, no such query: asking again changes nothing
+                raise FeedRefused(f"{url}: the server refused the feed (HTTP {exc.response.status_code})") from exc
+            failures += 1  # the server failed (its database or Redis away): it may answer the next time
+            await _back_off(failures, max_backoff, exc, after)
         except ConnectionClosed as exc:
             if exc.rcvd is not None and exc.rcvd.code == REFUSED_PARAMETERS:
                 raise FeedRefused(f"{url}: the server refused the parameters ({exc.rcvd.reason or 'bad after'})") from exc
