@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery, WXQuerySubscription
 from streaming.bus import Keys
+from streaming.evaluator_state import StateField
 from streaming.events import (
     AggregateValue,
     BatchMetrics,
@@ -46,8 +47,6 @@ from streaming.events import (
     SubscriptionResult,
     parse_event,
 )
-
-from streaming.evaluator_state import StateField
 
 from .models import (
     AggregateValueRecord,
