@@ -287,7 +287,7 @@ class LocalCluster:
     def _respawn(self, daemon: _Daemon) -> None:
         """Start an exited daemon again on other free ports if it lost a race for its port; else raise."""
         tail = daemon.log_path.read_text(errors="replace")[-3000:]
-        lost_port = "Address already in use" in tail or "could not bind" in tail.lower()
+        lost_port = any(sign in tail.lower() for sign in ("address already in use", "could not bind", "failed to bind"))
         fixed = daemon is self._master and any(self._fixed_ports)
         if not lost_port or fixed or daemon.attempt >= BIND_ATTEMPTS:
             raise ClusterError(f"Spark {daemon.name} exited with code {daemon.process.returncode}; "

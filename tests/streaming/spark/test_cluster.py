@@ -82,3 +82,25 @@ def test_a_master_port_in_use_is_a_clear_error_and_leaves_nothing_running(tmp_pa
             cluster.start()
     assert "Address already in use" in (tmp_path / "logs" / "master.log").read_text()
     assert processes_under(tmp_path) == []
+
+
+def test_a_worker_whose_web_ui_port_was_taken_meanwhile_starts_again_on_other_ports(tmp_path, monkeypatch):
+    """Another process can take a free port before the JVM binds it; the worker's web UI then fails ("Failed to
+    bind ... WorkerUI", seen in CI) and the worker is started again on other free ports."""
+    from streaming.spark import cluster as cluster_module
+
+    original = cluster_module.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        chosen: list[int] = []
+
+        def free_port(host: str = "127.0.0.1") -> int:
+            chosen.append(taken.getsockname()[1] if len(chosen) == 3 else original(host))
+            return chosen[-1]
+
+        monkeypatch.setattr(cluster_module, "free_port", free_port)
+        with LocalCluster(tmp_path, workers=1) as cluster:  # master port and web UI, worker port, then its web UI
+            assert master_json(cluster.web_url)["aliveworkers"] == 1
+    log = (tmp_path / "logs" / "worker-1.log").read_text()
+    assert "Failed to bind" in log and log.count("$ spark-class") == 2
