@@ -205,7 +205,7 @@ class EvaluatorRunner:
         """The store lost this evaluator's state while it ran: give it back from the session when the changes
         the history may lack are kept (:mod:`streaming.unpersisted`), else rebuild it from the landing files."""
         kept = self.unpersisted
-        if kept.complete and self.session.republishable:
+        if kept.complete and self._republishable():
             changes = sum(map(len, kept.changes.values()))
             self._give_back()
             log.warning("evaluator %s: Redis lost its state; given back at seq %s from the session, %s changes and "
@@ -217,6 +217,13 @@ class EvaluatorRunner:
             log.warning("evaluator %s: Redis lost its state; rebuilt from the landing files through seq %s in %.1f s",
                         self.evaluator_id, self.session.applied_seq, time.perf_counter() - started)
 
+    def _republishable(self) -> bool:
+        """Whether all the session publishes is changes and dead letters (no aggregate values, no WXQuery items,
+        no query arriving from another evaluator): what a lost store can be given back from it."""
+        session = self.session
+        return (session.engine is not None and not session.engine.aggregate_classes and session.subscriptions is None
+                and not session.arriving.joined and not session.arriving.held)
+
     def _give_back(self) -> None:
         """Write the session's whole state to the store, each query's live set as it was before the history's
         mark, then publish again the changes and dead letters kept from the mark on."""
@@ -224,7 +231,7 @@ class EvaluatorRunner:
         queries = sorted(set(session.queries) | set(kept.changes))
         publisher.forget(queries)
         state.clear()
-        self._persist_whole()
+        self._persist([], whole=True)
         at = kept.restored_seq
         live = session.live_adds(at)
         for qid in queries:
@@ -324,13 +331,10 @@ class EvaluatorRunner:
             self.progress_at = time.time()
             return metrics
 
-    def _persist(self, outbox: Sequence[AggregateValue] | None = None) -> None:
-        """Save the changed tuples, the last applied seq, the outbox, the aggregate windows and the clock."""
-        self.ports.state.save(self.session.state_write(outbox))
-
-    def _persist_whole(self) -> None:
-        """Save the whole state to a store that lost it."""
-        self.ports.state.save(self.session.whole_state())
+    def _persist(self, outbox: Sequence[AggregateValue] | None = None, whole: bool = False) -> None:
+        """Save the changed tuples (``whole``: every tuple, to a store that lost them), the last applied seq, the
+        outbox, the aggregate windows and the clock."""
+        self.ports.state.save(self.session.state_write(outbox, whole))
 
 
 class GroupEvaluator(EvaluatorRunner):

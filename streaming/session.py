@@ -193,6 +193,20 @@ class ResultViews:
     def clear(self) -> None:
         self._made.clear()
 
+    def live_adds(self, qids: Iterable[int], stored: StoredTuples, at_most: int) -> dict[int, dict[str, str]]:
+        """Each query's live results as its live set holds them (result key -> add payload), each added at
+        the seq its newest tuple was stored at (``at_most`` if that is later); clears the views made."""
+        out = {}
+        for qid in qids:
+            adds = {}
+            for result in self.engine.results(qid):
+                view, view_json = self.of(qid, result)
+                born = max((stored[t][0] for t in result.tuples if t in stored), default=at_most)
+                adds[view.key] = change_json("add", qid, min(born, at_most), view_json)
+            out[qid] = adds
+        self.clear()
+        return out
+
     def of(self, qid: int, result: Result) -> tuple[ResultView, str]:
         """The result as shown for ``qid``, and its JSON."""
         engine = self.engine
@@ -540,47 +554,22 @@ class StreamSession:
                             for row in rows]
         return out.reason
 
-    def state_write(self, outbox: Sequence[AggregateValue] | None = None) -> StateWrite:
-        """What changed in the saved state since the last call: the tuples, the applied seq, the values not
-        yet published (``outbox``; None: those made since the last batch), the aggregate windows, the
-        stream clock and the held changes."""
+    def state_write(self, outbox: Sequence[AggregateValue] | None = None, whole: bool = False) -> StateWrite:
+        """What changed in the saved state since the last call (``whole``: all of it, for a store that lost
+        it): the tuples, the applied seq, the values not yet published (``outbox``; None: those made since
+        the last batch), the aggregate windows, the stream clock and the held changes."""
         tuples = self.stored.take_changed()
         held = self.arriving.held_to_save()
         engine = self.engine
-        return StateWrite(tuples=tuples, seq=self.applied_seq, outbox=list(self._values if outbox is None else outbox),
+        return StateWrite(tuples=dict(self.stored) if whole else tuples, seq=self.applied_seq,
+                          outbox=list(self._values if outbox is None else outbox),
                           aggregates=engine.aggregate_state() if engine is not None and engine.aggregate_classes
                           else None,
                           clock=self.event_time, held=held)
 
-    @property
-    def republishable(self) -> bool:
-        """Whether all it publishes is changes and dead letters (no aggregate values, no WXQuery items, no
-        query arriving from another evaluator): what a lost store can be given back from the session."""
-        engine = self.engine
-        return (engine is not None and not engine.aggregate_classes and self.subscriptions is None
-                and not self.arriving.joined and not self.arriving.held)
-
-    def whole_state(self) -> StateWrite:
-        """The whole saved state (every stored tuple), for a store that lost it."""
-        write = self.state_write([])
-        return StateWrite(tuples=dict(self.stored), seq=write.seq, outbox=write.outbox,
-                          aggregates=write.aggregates, clock=write.clock, held=write.held)
-
     def live_adds(self, at_most: int) -> dict[int, dict[str, str]]:
-        """Each query's live results as its live set holds them (result key -> add payload), each added at
-        the seq its newest tuple was stored at (``at_most`` if that is later)."""
-        assert self.engine is not None
-        out = {}
-        stored = self.stored
-        for qid in sorted(self.queries):
-            adds = {}
-            for result in self.engine.results(qid):
-                view, view_json = self._views.of(qid, result)
-                born = max((stored[t][0] for t in result.tuples if t in stored), default=at_most)
-                adds[view.key] = change_json("add", qid, min(born, at_most), view_json)
-            out[qid] = adds
-        self._views.clear()
-        return out
+        """Each query's live set as it holds its results (:meth:`ResultViews.live_adds`)."""
+        return self._views.live_adds(sorted(self.queries), self.stored, at_most)
 
     # ----------------------------------------------------------- inspection
 

@@ -48,7 +48,6 @@ class Unpersisted:
         self.persisted = -1  # the history persister's mark, as last read
         self.changes: dict[int, list[Change]] = {}
         self.dead: list[DeadLetter] = []
-        self._count = 0
 
     @property
     def restored_seq(self) -> int:
@@ -63,7 +62,7 @@ class Unpersisted:
     def restart(self, since: int) -> None:
         """Keep from ``since`` on, nothing before (a process starting at the applied seq ``since``)."""
         self.since = since
-        self.changes, self.dead, self._count = {}, [], 0
+        self.changes, self.dead = {}, []
 
     def keep(self, changes: Mapping[int, Sequence[Change]], applied_seq: int) -> None:
         """Changes about to be published (in seq order per query); ``applied_seq``: the session's."""
@@ -72,8 +71,7 @@ class Unpersisted:
             kept = [c for c in quads if c[3] >= floor]
             if kept:
                 self.changes.setdefault(qid, []).extend(kept)
-                self._count += len(kept)
-        if self._count > KEEP_AT_MOST:
+        if sum(map(len, self.changes.values())) > KEEP_AT_MOST:
             self.restart(applied_seq + 1)
 
     def keep_dead(self, events: Iterable[Any]) -> None:
@@ -88,7 +86,6 @@ class Unpersisted:
         self.persisted = mark
         for qid, quads in list(self.changes.items()):
             kept = [c for c in quads if c[3] >= mark]
-            self._count -= len(quads) - len(kept)
             if kept:
                 self.changes[qid] = kept
             else:
