@@ -1,6 +1,9 @@
 """The history persister copies the Redis change and event streams into the database."""
 
+import threading
+
 import pytest
+from django.db import connection
 
 from kwmonitor.queries.models import AggregateSubscription, KeywordQuery
 from kwmonitor.streams.history import HistoryPersister
@@ -50,6 +53,27 @@ def test_changes_are_persisted_once_in_order_across_runs(shop, redis_client):
     assert [r.entry_id for r in rows] == [entry_id for entry_id, _ in entries]
     assert rows[-1].result["tuples"][0] == {"relation": "Customer", "key": 3, "values": {}, "hits": ["texas"]}
     assert HistoryCursor.objects.get(key=bus.Keys.changes(query.pk)).last_id == entries[-1][0]
+
+
+def test_every_query_is_persisted_across_batches_and_an_entry_already_held_is_not_written_again(shop, redis_client, user):
+    first = KeywordQuery.objects.get(name="dress in texas")
+    others = [KeywordQuery.objects.create(owner=user, name=f"q{i}", schema=shop.schema, stream=shop, keywords="hat",
+                                          tmax=2) for i in range(3)]
+    counts = {first.pk: 5, others[0].pk: 2, others[1].pk: 0, others[2].pk: 3}
+    for query_id, n in counts.items():
+        bus.publish_changes(redis_client, query_id, [ResultAdded(query=query_id, seq=i, result=result(i)) for i in range(n)])
+    redis_client.xadd(bus.Keys.changes(first.pk), {"data": '{"type": "result.add", "seq": "x"}'})  # malformed: skipped
+    persister = HistoryPersister(redis_client, batch=2)
+    assert persister.run()["results"] == 10
+    for query_id, n in counts.items():
+        rows = ResultEvent.objects.filter(query_id=query_id).order_by("id")
+        assert [(r.seq, r.entry_id) for r in rows] == [
+            (i, entry_id) for i, (entry_id, _) in enumerate(redis_client.xrange(bus.Keys.changes(query_id))[:n])]
+    last = redis_client.xrange(bus.Keys.changes(first.pk))[-1][0]
+    assert HistoryCursor.objects.get(key=bus.Keys.changes(first.pk)).last_id == last
+    HistoryCursor.objects.filter(key=bus.Keys.changes(first.pk)).update(last_id="0-0")  # copied again: held
+    assert persister.run()["results"] == 0
+    assert ResultEvent.objects.count() == 10
 
 
 def test_changes_published_again_after_redis_lost_them_are_not_persisted_twice(shop, redis_client):
@@ -153,3 +177,27 @@ def test_a_run_that_drained_every_stream_marks_each_evaluator_at_its_published_s
     persister.run()
     assert redis_client.get(bus.Keys.persisted_seq(evaluator.pk)) == "7"
     assert ResultEvent.objects.filter(query=query).count() == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_runs_write_each_change_once_in_order(shop, redis_client, user):
+    queries = [KeywordQuery.objects.create(owner=user, name=f"q{i}", schema=shop.schema, stream=shop, keywords="hat",
+                                           tmax=2).pk for i in range(4)]
+    for query_id in queries:
+        bus.publish_changes(redis_client, query_id, [ResultAdded(query=query_id, seq=i, result=result(i)) for i in range(300)])
+    written: list[int] = []
+
+    def run() -> None:
+        try:
+            written.append(HistoryPersister(redis_client, batch=7).run()["results"])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(written) == 1200
+    for query_id in queries:
+        assert list(ResultEvent.objects.filter(query_id=query_id).order_by("id").values_list("seq", flat=True)) == list(range(300))
