@@ -9,7 +9,8 @@ applies the ops the client sends and publishes their changes to Redis, while
 beat would. A third of the way in the cluster is stopped with ``pg_ctl stop
 -m immediate`` (no checkpoint: recovery replays the WAL), two thirds in its
 postmaster is SIGKILLed; while it is down a body sent to ingest must be
-answered 503 with ``Retry-After`` (nothing stored), and once it is started
+answered 503 with ``Retry-After`` (nothing stored) and a websocket handshake
+closed with 4503 (try again later), and once it is started
 again the admin (daphne on the same cluster) must answer a staff user's pages.
 Afterwards the history rows must be the reference's changes (the reference
 engine over the lines sent), seq by seq, each once.
@@ -30,6 +31,8 @@ import psycopg
 import pytest
 from django.db import connection
 from django.test import Client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from kwmonitor.queries.models import KeywordQuery
 from kwmonitor.streams import tasks
@@ -73,6 +76,19 @@ def admin_answers(base: str, session: str, query_id: int) -> bool:
             return response.status == 200 and b"result event" in response.read().lower()
     except OSError:
         return False
+
+
+def feed_answer(base: str, session: str, query_id: int) -> str:
+    """How the query's websocket feed answers a handshake: "HTTP <status>", "closed <code>" or "open"."""
+    url = base.replace("http://", "ws://") + f"/ws/queries/{query_id}/"
+    try:
+        with ws_connect(url, additional_headers={"Cookie": f"sessionid={session}"}, origin=base, open_timeout=10) as ws:
+            ws.recv(timeout=10)
+            return "open"
+    except InvalidStatus as exc:
+        return f"HTTP {exc.response.status_code}"
+    except ConnectionClosed as exc:
+        return f"closed {exc.rcvd.code if exc.rcvd else None}"
 
 
 def ingest_status(base: str, stream: Stream, line: str) -> tuple[int, str | None]:
@@ -126,7 +142,7 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
             tasks.persist_history.apply_async(queue=queue)  # what beat sends, every 5 s in production
 
     log_path = tmp_path / "worker.log"
-    outages, admin_after, ingest_down = [], [], []
+    outages, admin_after, ingest_down, feed_down = [], [], [], []
     web_env = {"DATABASE_URL": own.url("kw"), "LANDING_DIR": str(tmp_path / "landing")}
     with celery_worker(env, log_path) as queue, asgi_server(redis_url, extra_env=web_env) as base:
         try:
@@ -137,7 +153,8 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
             beating.start()
             for at, how in zip(sorted(crashes), ("immediate", "sigkill")):
                 assert crashes[at].wait(120)
-                outages.append(own.crash(how, DOWN_FOR, lambda: ingest_down.append(ingest_status(base, stream, lines[0]))))
+                outages.append(own.crash(how, DOWN_FOR, lambda: (ingest_down.append(ingest_status(base, stream, lines[0])),
+                                                                  feed_down.append(feed_answer(base, session, query.pk)))))
                 restarted = time.monotonic()
                 wait_for(lambda: admin_answers(base, session, query.pk), 30, "the admin after the restart")
                 admin_after.append(time.monotonic() - restarted)
@@ -158,6 +175,8 @@ def test_history_survives_postgres_crashes(ecommerce_schema, user, staff_user, r
         assert admin_answers(base, session, query.pk)
         assert ingest_down == [(503, "2")] * 2  # nothing stored while the database was down: send it again
         assert ingest_status(base, stream, lines[0])[0] == 200
+        assert feed_down == ["closed 4503"] * 2  # try again later, not HTTP 500
+        assert feed_answer(base, session, query.pk) == "open"
     with psycopg.connect(own.url("kw")) as conn:
         rows = conn.execute("SELECT seq, type, result FROM streams_resultevent WHERE query_id = %s ORDER BY id",
                             [query.pk]).fetchall()
