@@ -120,9 +120,9 @@ class HistoryPersister:
 
     def persist_changes(self, query_ids: list[int]) -> int:
         """Copy the queries' new adds and removes into :class:`ResultEvent` rows: per batch one transaction for
-        every query with new changes, the rows in one insert whose columns are sent as binary arrays (issue 20:
-        a transaction per query and Django's text arrays cost ~360 µs a change, and the history fell behind a
-        stream of 1,500 changes/s)."""
+        every query with new changes, the rows in one insert (issue 20: with a transaction per query and Django's
+        ``bulk_create`` a change cost 240-365 µs, and the history fell minutes behind a soak's 1,500 changes/s;
+        ``benchmarks/history_write.py``)."""
         keys = {Keys.changes(query_id): query_id for query_id in query_ids}
         written = 0
         for _ in range(self.max_batches):
