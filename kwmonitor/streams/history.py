@@ -28,7 +28,7 @@ import datetime as dt
 import json
 import logging
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import psycopg
 import redis
@@ -92,11 +92,10 @@ class HistoryPersister:
         server, published = self._server(), self._published_seqs()
         written = {"results": 0, "subscription_results": 0, "stream_events": 0}
         self._drained = True
-        written["results"] += self.persist_changes(list(KeywordQuery.objects.order_by("pk").values_list("pk", flat=True)))
-        for subscription_id in WXQuerySubscription.objects.order_by("pk").values_list("pk", flat=True):
-            written["subscription_results"] += self.persist_subscription(subscription_id)
-        for stream_id in Stream.objects.order_by("pk").values_list("pk", flat=True):
-            written["stream_events"] += self.persist_stream(stream_id)
+        written["results"] = self.persist_changes(KeywordQuery.objects.order_by("pk").values_list("pk", flat=True))
+        written["subscription_results"] = self.persist_subscriptions(
+            WXQuerySubscription.objects.order_by("pk").values_list("pk", flat=True))
+        written["stream_events"] = self.persist_streams(Stream.objects.order_by("pk").values_list("pk", flat=True))
         if self._drained and published and self._server() == server:  # not a new Redis since those seqs were read
             with self.client.pipeline(transaction=False) as pipe:
                 for evaluator_id, seq in published.items():
@@ -118,51 +117,51 @@ class HistoryPersister:
             seqs = pipe.execute()
         return {evaluator_id: int(seq) for evaluator_id, seq in zip(ids, seqs) if seq is not None}
 
-    def persist_changes(self, query_ids: list[int]) -> int:
-        """Copy the queries' new adds and removes into :class:`ResultEvent` rows: per batch one transaction for
-        every query with new changes, the rows in one insert (issue 20: with a transaction per query and Django's
-        ``bulk_create`` a change cost 240-365 µs, and the history fell minutes behind a soak's 1,500 changes/s;
-        ``benchmarks/history_write.py``)."""
-        keys = {Keys.changes(query_id): query_id for query_id in query_ids}
+    def persist_changes(self, query_ids: Iterable[int]) -> int:
+        """Copy the queries' new adds and removes into :class:`ResultEvent` rows, in one insert per batch (issue
+        20: with a transaction per query and Django's ``bulk_create`` a change cost 240-365 µs, and the history
+        fell minutes behind a soak's 1,500 changes/s; ``benchmarks/history_write.py``)."""
+        return self._copy({Keys.changes(query_id): query_id for query_id in query_ids},
+                          lambda read: self._insert_changes(self._change_rows(read)))
+
+    def _copy(self, keys: dict[str, int], write: Callable[[dict[int, list[tuple[str, Any]]]], int]) -> int:
+        """Copy the new entries of ``keys`` (Redis key -> the id of its query, subscription or stream): per batch,
+        in one transaction, their cursors locked, the entries after each read, ``write`` given them per id (it
+        returns the rows it wrote) and the cursors moved on, together, so a crash never loses nor duplicates."""
         written = 0
         for _ in range(self.max_batches):
             with transaction.atomic():
                 cursors = self._lock_cursors(list(keys))
                 read = self._read_many(cursors)
-                rows = self._change_rows({keys[key]: entries for key, entries in read.items()})
-                written += self._insert_changes(rows)
-                self._advance(read)
-            keys = {key: query_id for key, query_id in keys.items() if len(read.get(key, ())) == self.batch}
+                written += write({keys[key]: [(i, e) for i, e in entries if e is not None]
+                                  for key, entries in read.items()})
+                for key, entries in read.items():
+                    cursors[key].last_id = entries[-1][0]
+                HistoryCursor.objects.bulk_update([cursors[key] for key in read], ["last_id"])
+            keys = {key: owner for key, owner in keys.items() if len(read.get(key, ())) == self.batch}
             if not keys:
                 return written
         self._drained = False  # more next run
         return written
 
     @staticmethod
-    def _lock_cursors(keys: list[str]) -> dict[str, str]:
-        """Each key's last copied id, its cursor row locked (made if new): concurrent runs take turns."""
+    def _lock_cursors(keys: list[str]) -> dict[str, HistoryCursor]:
+        """Each key's cursor, its row locked (made if new), in key order: concurrent runs take turns."""
         locked = HistoryCursor.objects.select_for_update().order_by("key")
-        cursors = dict(locked.filter(key__in=keys).values_list("key", "last_id"))
+        cursors = {cursor.key: cursor for cursor in locked.filter(key__in=keys)}
         missing = [key for key in keys if key not in cursors]
         if missing:
             HistoryCursor.objects.bulk_create([HistoryCursor(key=key) for key in missing], ignore_conflicts=True)
-            cursors.update(locked.filter(key__in=missing).values_list("key", "last_id"))
+            cursors.update((cursor.key, cursor) for cursor in locked.filter(key__in=missing))
         return cursors
 
-    def _read_many(self, cursors: dict[str, str]) -> dict[str, list[tuple[str, Any]]]:
-        """The entries after each key's cursor (the keys with some)."""
+    def _read_many(self, cursors: dict[str, HistoryCursor]) -> dict[str, list[tuple[str, Any]]]:
+        """The entries after each key's cursor (the keys with some), each parsed (None: a malformed payload)."""
         with self.client.pipeline(transaction=False) as pipe:
-            for key, after_id in cursors.items():
-                pipe.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-", count=self.batch)
+            for key, cursor in cursors.items():
+                pipe.xrange(key, min=f"({cursor.last_id}" if cursor.last_id != "0-0" else "-", count=self.batch)
             replies = pipe.execute()
         return {key: self._parsed(key, entries) for key, entries in zip(cursors, replies) if entries}
-
-    @staticmethod
-    def _advance(read: dict[str, list[tuple[str, Any]]]) -> None:
-        """Move each read key's cursor to its last entry read."""
-        HistoryCursor.objects.bulk_update(
-            [HistoryCursor(pk=pk, last_id=read[key][-1][0])
-             for pk, key in HistoryCursor.objects.filter(key__in=list(read)).values_list("pk", "key")], ["last_id"])
 
     def _change_rows(self, read: dict[int, list[tuple[str, Any]]]) -> list[tuple[int, str, int, str, str, dt.datetime]]:
         """The rows of the changes read, per query in stream order, without those history already holds."""
@@ -224,72 +223,83 @@ class HistoryPersister:
                 tuple(list(column) for column in zip(*rows)))
             return cursor.rowcount
 
-    def persist_subscription(self, subscription_id: int) -> int:
-        """Copy a WXQuery subscription's new result items into :class:`SubscriptionResultRecord` rows."""
+    def persist_subscriptions(self, subscription_ids: Iterable[int]) -> int:
+        """Copy WXQuery subscriptions' new result items into :class:`SubscriptionResultRecord` rows."""
+        return self._copy({Keys.subscription_results(sid): sid for sid in subscription_ids},
+                          lambda read: self._create(self._subscription_rows(sid, entries) for sid, entries in read.items()))
 
-        def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
-            return {SubscriptionResultRecord: [
-                SubscriptionResultRecord(subscription_id=subscription_id, entry_id=entry_id, seq=event.seq,
-                                         item=event.item, created=_ts(event.ts))
-                for entry_id, event in entries if isinstance(event, SubscriptionResult)]}
+    @staticmethod
+    def _subscription_rows(subscription_id: int, entries: list[tuple[str, Any]]) -> dict[type, list]:
+        """The rows of a subscription's result items."""
+        return {SubscriptionResultRecord: [
+            SubscriptionResultRecord(subscription_id=subscription_id, entry_id=entry_id, seq=event.seq,
+                                     item=event.item, created=_ts(event.ts))
+            for entry_id, event in entries if isinstance(event, SubscriptionResult)]}
 
-        return self._persist(Keys.subscription_results(subscription_id), rows)
+    def persist_streams(self, stream_ids: Iterable[int]) -> int:
+        """Copy streams' metrics, dead letters, dropping ratios, rearrangements and aggregate values."""
+        return self._copy({Keys.stream_events(stream_id): stream_id for stream_id in stream_ids},
+                          lambda read: self._create(self._stream_rows(sid, entries) for sid, entries in read.items()))
 
-    def persist_stream(self, stream_id: int) -> int:
-        """Copy a stream's metrics, dead letters, dropping ratios, rearrangements and aggregate values."""
+    @staticmethod
+    def _stream_rows(stream_id: int, entries: list[tuple[str, Any]]) -> dict[type, list]:
+        """The rows of a stream's events, without the dead letters and aggregate values history holds."""
+        out: dict[type, list] = {MetricSample: [], DeadLetterRecord: [], DroppingSample: [], RearrangementRecord: [],
+                                 AggregateValueRecord: []}
+        values = [e.aggregate for _, e in entries if isinstance(e, AggregateValue)]
+        subscribed = set(AggregateSubscription.objects.filter(pk__in=values).values_list("pk", flat=True))
+        # what a rebuild after a Redis loss publishes again: a dead letter per seq, a value per window
+        dead_seqs = [e.seq for _, e in entries if isinstance(e, DeadLetter) and e.seq is not None]
+        held_dead = set(DeadLetterRecord.objects.filter(stream_id=stream_id, seq__in=dead_seqs)
+                        .values_list("seq", flat=True)) if dead_seqs else set()
+        ends = [e.window_end for _, e in entries if isinstance(e, AggregateValue)]
+        held_values = set(AggregateValueRecord.objects.filter(aggregate_id__in=subscribed, window_end__in=ends)
+                          .values_list("aggregate_id", "window_end")) if ends else set()
+        for entry_id, event in entries:
+            common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
+            if isinstance(event, BatchMetrics):
+                out[MetricSample].append(MetricSample(
+                    **common, batch_id=event.batch_id, input_rows=event.input_rows,
+                    rows_per_second=event.rows_per_second, duration_ms=event.duration_ms,
+                    dead_letters=event.dead_letters, breakdown_ms=event.breakdown_ms, state=event.state,
+                ))
+            elif isinstance(event, DeadLetter) and event.seq not in held_dead:
+                if event.seq is not None:
+                    held_dead.add(event.seq)
+                out[DeadLetterRecord].append(DeadLetterRecord(**common, seq=event.seq, line=event.line, reason=event.reason))
+            elif isinstance(event, DroppingRatio):
+                out[DroppingSample].append(DroppingSample(
+                    **common, relation=event.relation, period=event.period, tuples=event.tuples,
+                    dropped=event.dropped, ratio=event.ratio,
+                ))
+            elif isinstance(event, Rearrangement):
+                if event.new_sequence == event.old_sequence:  # the monitor's check kept the order: no change
+                    continue
+                out[RearrangementRecord].append(RearrangementRecord(
+                    **common, relation=event.relation, old_sequence=event.old_sequence,
+                    new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
+                ))
+            elif isinstance(event, AggregateValue) and event.aggregate in subscribed \
+                    and (event.aggregate, event.window_end) not in held_values:
+                held_values.add((event.aggregate, event.window_end))
+                out[AggregateValueRecord].append(AggregateValueRecord(
+                    **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
+                    value=event.value,
+                ))
+            # Evaluator status and sharing reports are live-only: the heartbeat (with the supervisor's
+            # lifecycle in the Evaluator row) and Redis hold the current ones.
+        return out
 
-        def rows(entries: list[tuple[str, Any]]) -> dict[type, list]:
-            out: dict[type, list] = {MetricSample: [], DeadLetterRecord: [], DroppingSample: [], RearrangementRecord: [],
-                                     AggregateValueRecord: []}
-            values = [e.aggregate for _, e in entries if isinstance(e, AggregateValue)]
-            subscribed = set(AggregateSubscription.objects.filter(pk__in=values).values_list("pk", flat=True))
-            # what a rebuild after a Redis loss publishes again: a dead letter per seq, a value per window
-            dead_seqs = [e.seq for _, e in entries if isinstance(e, DeadLetter) and e.seq is not None]
-            held_dead = set(DeadLetterRecord.objects.filter(stream_id=stream_id, seq__in=dead_seqs)
-                            .values_list("seq", flat=True)) if dead_seqs else set()
-            ends = [e.window_end for _, e in entries if isinstance(e, AggregateValue)]
-            held_values = set(AggregateValueRecord.objects.filter(aggregate_id__in=subscribed, window_end__in=ends)
-                              .values_list("aggregate_id", "window_end")) if ends else set()
-            for entry_id, event in entries:
-                common = {"stream_id": stream_id, "entry_id": entry_id, "ts": _ts(event.ts) if hasattr(event, "ts") else entry_time(entry_id)}
-                if isinstance(event, BatchMetrics):
-                    out[MetricSample].append(MetricSample(
-                        **common, batch_id=event.batch_id, input_rows=event.input_rows,
-                        rows_per_second=event.rows_per_second, duration_ms=event.duration_ms,
-                        dead_letters=event.dead_letters, breakdown_ms=event.breakdown_ms, state=event.state,
-                    ))
-                elif isinstance(event, DeadLetter) and event.seq not in held_dead:
-                    if event.seq is not None:
-                        held_dead.add(event.seq)
-                    out[DeadLetterRecord].append(DeadLetterRecord(**common, seq=event.seq, line=event.line, reason=event.reason))
-                elif isinstance(event, DroppingRatio):
-                    out[DroppingSample].append(DroppingSample(
-                        **common, relation=event.relation, period=event.period, tuples=event.tuples,
-                        dropped=event.dropped, ratio=event.ratio,
-                    ))
-                elif isinstance(event, Rearrangement):
-                    if event.new_sequence == event.old_sequence:  # the monitor's check kept the order: no change
-                        continue
-                    out[RearrangementRecord].append(RearrangementRecord(
-                        **common, relation=event.relation, old_sequence=event.old_sequence,
-                        new_sequence=event.new_sequence, d_init=event.d_init, d_cur=event.d_cur, mu=event.mu,
-                    ))
-                elif isinstance(event, AggregateValue) and event.aggregate in subscribed \
-                        and (event.aggregate, event.window_end) not in held_values:
-                    held_values.add((event.aggregate, event.window_end))
-                    out[AggregateValueRecord].append(AggregateValueRecord(
-                        **common, aggregate_id=event.aggregate, seq=event.seq, window_end=event.window_end,
-                        value=event.value,
-                    ))
-                # Evaluator status and sharing reports are live-only: the heartbeat (with the supervisor's
-                # lifecycle in the Evaluator row) and Redis hold the current ones.
-            return out
-
-        return self._persist(Keys.stream_events(stream_id), rows)
-
-    def _read(self, key: str, after_id: str) -> list[tuple[str, Any]]:
-        return self._parsed(key, self.client.xrange(key, min=f"({after_id}" if after_id != "0-0" else "-",
-                                                    count=self.batch))
+    @staticmethod
+    def _create(groups: Iterable[dict[type, list]]) -> int:
+        """Insert each group's rows per model (one already held under its entry id is skipped); how many."""
+        written = 0
+        for group in groups:
+            for model, objs in group.items():
+                if objs:
+                    model.objects.bulk_create(objs, ignore_conflicts=True)
+                    written += len(objs)
+        return written
 
     @staticmethod
     def _parsed(key: str, entries: list[tuple[str, dict]]) -> list[tuple[str, Any]]:
@@ -302,23 +312,3 @@ class HistoryPersister:
                 log.warning("%s %s: skipping a malformed payload: %s", key, entry_id, exc.errors()[0]["msg"])
                 parsed.append((entry_id, None))
         return parsed
-
-    def _persist(self, key: str, to_rows: Callable[[list[tuple[str, Any]]], dict[type, list]]) -> int:
-        written = 0
-        for _ in range(self.max_batches):
-            with transaction.atomic():
-                # The locked cursor serialises concurrent runs on the same key.
-                cursor, _created = HistoryCursor.objects.select_for_update().get_or_create(key=key)
-                entries = self._read(key, cursor.last_id)
-                if not entries:
-                    return written
-                for model, objs in to_rows([(i, e) for i, e in entries if e is not None]).items():
-                    if objs:
-                        model.objects.bulk_create(objs, ignore_conflicts=True)
-                        written += len(objs)
-                cursor.last_id = entries[-1][0]
-                cursor.save(update_fields=["last_id"])
-            if len(entries) < self.batch:
-                return written
-        self._drained = False  # more next run
-        return written
