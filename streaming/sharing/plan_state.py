@@ -41,6 +41,8 @@ __all__ = ["PlanState"]
 
 # up to this many vocabulary words a text is tested for each as a substring before it is tokenized
 _PREFILTER_WORDS = 16
+# the vocabulary bits of this many distinct text values are kept (text columns repeat: states, titles, notes)
+_TEXT_MASKS = 65_536
 
 #: the groups of a plan change: class index -> (properties, members by query bit)
 Groups = Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]
@@ -73,6 +75,7 @@ class PlanState(StreamRules):
         self.classes: list[ClassRuntime | None] = []
         self.vocabulary: dict[str, int] = {}
         self._keyword_words: tuple[str, ...] = ()
+        self._text_masks: dict[str, int] = {}  # a text value -> its vocabulary bits, while the vocabulary holds
         self._searchable = {name: rel.searchable for name, rel in schema.relations.items()}
         self.network = SharedLatticeEvaluator(schema, self.store)
         self._kids: dict[frozenset[str], int] = {}  # keyword set -> its id in the shared lattice
@@ -253,34 +256,48 @@ class PlanState(StreamRules):
             return
         self.vocabulary = vocabulary
         self._keyword_words = tuple(vocabulary)
+        self._text_masks = {}
         for relation, rows in self.store.rows.items():
             for row in rows.values():
                 row.mask = self._classify(relation, row.values)
 
     def _classify(self, relation: str, values: dict) -> int:
-        """The tuple's keywords as bits of the stream's vocabulary (with a few words, a substring test
-        skips most text; with many, each token is looked up)."""
+        """The tuple's keywords as bits of the stream's vocabulary (each distinct text value's bits are
+        kept, up to :data:`_TEXT_MASKS` of them, and found once)."""
         mask = 0
-        words = self._keyword_words
-        if not words:
+        if not self._keyword_words:
             return 0
-        vocabulary = self.vocabulary
-        prefilter = len(words) <= _PREFILTER_WORDS
+        known = self._text_masks
         for attr in self._searchable[relation]:
             value = values.get(attr)
             if value.__class__ is str:
-                low = value.casefold()
-                if prefilter:
-                    for word in words:
-                        if word in low:
-                            break
-                    else:
-                        continue
-                for token in tokens(low):
-                    bit = vocabulary.get(token)
-                    if bit is not None:
-                        mask |= 1 << bit
+                bits = known.get(value)
+                if bits is None:
+                    bits = self._text_bits(value)
+                    if len(known) >= _TEXT_MASKS:
+                        known.clear()
+                    known[value] = bits
+                mask |= bits
         return mask
+
+    def _text_bits(self, value: str) -> int:
+        """One text value's vocabulary bits (with a few words, a substring test skips most text; with
+        many, each token is looked up)."""
+        words = self._keyword_words
+        low = value.casefold()
+        if len(words) <= _PREFILTER_WORDS:
+            for word in words:
+                if word in low:
+                    break
+            else:
+                return 0
+        vocabulary = self.vocabulary
+        bits = 0
+        for token in tokens(low):
+            bit = vocabulary.get(token)
+            if bit is not None:
+                bits |= 1 << bit
+        return bits
 
     def _set_retention(self, seconds: float | None) -> None:
         """A new widest window: re-queue the stored tuples and let the ones now too old expire."""
