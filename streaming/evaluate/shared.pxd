@@ -5,7 +5,7 @@ from streaming.evaluate.shared_plan cimport SharedLatticePlan
 from streaming.evaluate.subrelations cimport SubRelations
 from streaming.window cimport LiveTuple
 
-cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CHECKS
+cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CHECKS, BIT
 cdef Py_ssize_t PARENT, EDGE
 
 cdef class SharedLatticeEvaluator(SubRelations):
@@ -18,12 +18,12 @@ cdef class SharedLatticeEvaluator(SubRelations):
                    found=dict, plan=SharedLatticePlan)
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=Py_ssize_t, edge=tuple,
+    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=object, edge=tuple,
                    c=Py_ssize_t, members=dict, keys=set, probes=tuple, probe=tuple)
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
-    @cython.locals(kid=Py_ssize_t, sub=list, targets=dict, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, snapshot=tuple, plan=SharedLatticePlan,
+    @cython.locals(kid=Py_ssize_t, sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, plan=SharedLatticePlan,
                    check=tuple, supported=bint)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 

@@ -30,7 +30,7 @@ from ..lattice import Lattice
 from ..window import LiveStore, LiveTuple
 from .results import Result, SharedResults, make_result
 from .shared_plan import EDGE, PARENT
-from .subrelations import CHECKS, UP_COLUMN, UP_FK, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
+from .subrelations import BIT, CHECKS, UP_COLUMN, UP_FK, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
 
 __all__ = ["SharedLatticeEvaluator"]
 
@@ -134,7 +134,7 @@ class SharedLatticeEvaluator(SubRelations):
                             for label in inner:
                                 for edge in by_label.get(label, ()):
                                     v = edge[PARENT]
-                                    found[v] = found.get(v, 0) | 1 << edge[EDGE]
+                                    found[v] = found.get(v, 0) | edge[BIT]
         probes = self._in_probes[relation]
         for probe in probes:
             members, join = probe[1], probe[2]
@@ -149,7 +149,7 @@ class SharedLatticeEvaluator(SubRelations):
                                 for label in inner:
                                     for edge in by_label.get(label, ()):
                                         v = edge[PARENT]
-                                        found[v] = found.get(v, 0) | 1 << edge[EDGE]
+                                        found[v] = found.get(v, 0) | edge[BIT]
         return found
 
     def _climb(self, c: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]]) -> None:
@@ -177,12 +177,9 @@ class SharedLatticeEvaluator(SubRelations):
             for pk in parents:
                 prow = prows[pk]
                 for label in self._labels_of(up[UP_RELATION], prow):
-                    targets = ready.get(label)
-                    if not targets:
-                        continue
-                    # a snapshot: entering a node may list its parents as ready (they are reached from it)
-                    snapshot = tuple(targets.values())
-                    for edge in snapshot:
+                    # entering a node may list its parents as ready (they are reached from it): that replaces
+                    # the tuple, and this loop goes on over the edges that were ready when it began
+                    for edge in ready.get(label, ()):
                         v = edge[PARENT]
                         if pk not in sub[v]:
                             # support first (a partner in every other child, :data:`Checks`): most parents
@@ -283,7 +280,7 @@ class SharedLatticeEvaluator(SubRelations):
             for pk in parents:
                 prow = prows[pk]
                 for label in self._labels_of(up[UP_RELATION], prow):
-                    for edge in tuple(ready.get(label, ())):
+                    for edge in ready.get(label, ()):
                         v = edge[PARENT]
                         if pk in sub[v]:
                             self._drop(v, pk, prow)

@@ -22,7 +22,7 @@ cdef class SubRelations:
     @cython.locals(v=Py_ssize_t, empty=Py_ssize_t, kid=tuple, bound=dict, ups=list, plan=SharedLatticePlan)
     cdef _grow(self, list created)
 
-    @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, edges=dict, plan=SharedLatticePlan, kids=tuple,
+    @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, edges=tuple, plan=SharedLatticePlan, kids=tuple,
                    sub=list, index=list, checks=tuple)
     cdef _set_ready(self, Py_ssize_t v, bint ready)
 
