@@ -50,10 +50,18 @@ class Change:
 
 
 def make_result(tuples: list[TupleRef], edges: list[EdgeRef]) -> Result | None:
-    """The result of a joined tree, or None when a tuple is bound twice (not a tree of distinct tuples)."""
-    if len(set(tuples)) != len(tuples):
-        return None
-    return Result(tuple(sorted(tuples)), tuple(sorted(edges)))
+    """The result of a joined tree, or None when a tuple is bound twice (not a tree of distinct tuples).
+    Sorts the two lists it is given (the joins hand over lists of their own)."""
+    tuples.sort()
+    for i in range(1, len(tuples)):
+        if tuples[i] == tuples[i - 1]:
+            return None
+    edges.sort()
+    result = Result.__new__(Result)  # compiled: no call through __init__'s arguments
+    result.tuples = tuple(tuples)
+    result.edges = tuple(edges)
+    result._hash = hash((result.tuples, result.edges))
+    return result
 
 
 class ResultSet:
