@@ -1,6 +1,7 @@
 # Static types for compiling shared.py with Cython (pure-Python mode: shared.py runs as it is without them).
 cimport cython
 
+from streaming.evaluate.results cimport SharedResults, make_result
 from streaming.evaluate.shared_plan cimport SharedLatticePlan
 from streaming.evaluate.subrelations cimport SubRelations
 from streaming.window cimport LiveTuple
@@ -9,7 +10,7 @@ cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CH
 cdef Py_ssize_t PARENT, EDGE
 
 cdef class SharedLatticeEvaluator(SubRelations):
-    cdef public object results
+    cdef public SharedResults results
     cdef list _added
     cdef dict _out_probes
     cdef dict _in_probes
@@ -27,7 +28,7 @@ cdef class SharedLatticeEvaluator(SubRelations):
                    check=tuple, supported=bint)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
-    @cython.locals(added=list)
+    @cython.locals(added=list, results=SharedResults)
     cdef _eval_path(self, Py_ssize_t root, object key, LiveTuple row, list path, Py_ssize_t kid)
 
     @cython.locals(sub=list, index=list, rows=dict, partial=list, below=list, c=Py_ssize_t, ei=Py_ssize_t,
