@@ -64,7 +64,8 @@ class Delivery:
         rows = self.store.rows
         mask = self.member_mask
         for relation, key in result.tuples:
-            mask &= rows[relation][key].qmask
+            row = rows[relation][key]
+            mask &= row.qmask
         if self.tmax_ok is not None:
             mask &= self.tmax_ok[len(result.tuples)]
         if self.narrow and mask:
@@ -78,7 +79,8 @@ class Delivery:
         rows = self.store.rows
         oldest = float("inf")
         for relation, key in result.tuples:
-            ts = rows[relation][key].ts
+            row = rows[relation][key]
+            ts = row.ts
             if ts < oldest:
                 oldest = ts
         return oldest
