@@ -6,7 +6,7 @@ from streaming.evaluate.shared_plan cimport SharedLatticePlan
 from streaming.evaluate.subrelations cimport SubRelations
 from streaming.window cimport LiveTuple
 
-cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CHECKS, BIT
+cdef Py_ssize_t UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK, CHECKS
 cdef Py_ssize_t PARENT, EDGE
 
 cdef class SharedLatticeEvaluator(SubRelations):
@@ -15,8 +15,8 @@ cdef class SharedLatticeEvaluator(SubRelations):
     cdef dict _out_probes
     cdef dict _in_probes
 
-    @cython.locals(labels=tuple, leaves=tuple, inner=tuple, added=list, sub=list, full=list, v=Py_ssize_t,
-                   found=dict, plan=SharedLatticePlan)
+    @cython.locals(labels=tuple, leaves=tuple, inner=tuple, added=list, sub=list, v=Py_ssize_t,
+                   plan=SharedLatticePlan)
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
     @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=object, edge=tuple,
@@ -24,8 +24,7 @@ cdef class SharedLatticeEvaluator(SubRelations):
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
     @cython.locals(kid=Py_ssize_t, sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, plan=SharedLatticePlan,
-                   check=tuple, supported=bint)
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, plan=SharedLatticePlan)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list, results=SharedResults)
@@ -41,3 +40,7 @@ cdef class SharedLatticeEvaluator(SubRelations):
     @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, up=tuple, holders=dict,
                    ups=tuple)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)
+
+
+@cython.locals(check=tuple)
+cdef bint _joins(tuple checks, object key, dict values)

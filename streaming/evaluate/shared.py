@@ -30,7 +30,7 @@ from ..lattice import Lattice
 from ..window import LiveStore, LiveTuple
 from .results import Result, SharedResults, make_result
 from .shared_plan import EDGE, PARENT
-from .subrelations import BIT, CHECKS, UP_COLUMN, UP_FK, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
+from .subrelations import CHECKS, UP_COLUMN, UP_FK, UP_HOLDERS, UP_READY, UP_RELATION, UP_ROWS, SubRelations
 
 __all__ = ["SharedLatticeEvaluator"]
 
@@ -103,23 +103,25 @@ class SharedLatticeEvaluator(SubRelations):
             self._enter(v, key, row)
             self._climb(v, key, row, [(v, key, -1)])
         if inner:
-            plan = self.plan
-            sub, full = self.sub, plan.full
-            for v, joined in self._candidates(relation, key, row, inner).items():
+            plan, sub = self.plan, self.sub
+            for v in self._candidates(relation, key, row, inner):
                 if key in sub[v]:
                     self._climb(v, key, row, [(v, key, -1)])
-                elif joined == full[v] and plan.eligible(v, row.mask):  # a neighbour in every child
+                elif plan.eligible(v, row.mask):
                     self._enter(v, key, row)
                     self._climb(v, key, row, [(v, key, -1)])
         if len(added) > 1:
             added.sort(key=_order)
         return added
 
-    def _candidates(self, relation: str, key: Any, row: LiveTuple, inner: tuple[int, ...]) -> dict[int, int]:
-        """Inner nodes of the tuple's labels with a neighbour of the tuple in one of their children, each
-        with the bitmask of its edges such a neighbour joins (all of them: the tuple is supported)."""
+    def _candidates(self, relation: str, key: Any, row: LiveTuple, inner: tuple[int, ...]) -> dict[int, None]:
+        """Inner nodes of the tuple's labels with a neighbour of the tuple in every child (the tuple is
+        supported there), in the order found: through the ready parents of the nodes a neighbour sits in,
+        the parent edge reached through one neighbour, its other children tested by the edge's
+        :data:`~streaming.evaluate.subrelations.Checks` (a suspended node, with an empty child, is not
+        among the ready)."""
         ready = self._ready
-        found: dict[int, int] = {}  # (a suspended node, with an empty child, is not among the ready)
+        found: dict[int, None] = {}
         values = row.values
         probes = self._out_probes[relation]
         for probe in probes:
@@ -134,7 +136,8 @@ class SharedLatticeEvaluator(SubRelations):
                             for label in inner:
                                 for edge in by_label.get(label, ()):
                                     v = edge[PARENT]
-                                    found[v] = found.get(v, 0) | edge[BIT]
+                                    if v not in found and _joins(edge[CHECKS], key, values):
+                                        found[v] = None
         probes = self._in_probes[relation]
         for probe in probes:
             members, join = probe[1], probe[2]
@@ -149,7 +152,8 @@ class SharedLatticeEvaluator(SubRelations):
                                 for label in inner:
                                     for edge in by_label.get(label, ()):
                                         v = edge[PARENT]
-                                        found[v] = found.get(v, 0) | edge[BIT]
+                                        if v not in found and _joins(edge[CHECKS], key, values):
+                                            found[v] = None
         return found
 
     def _climb(self, c: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]]) -> None:
@@ -182,18 +186,9 @@ class SharedLatticeEvaluator(SubRelations):
                     for edge in ready.get(label, ()):
                         v = edge[PARENT]
                         if pk not in sub[v]:
-                            # support first (a partner in every other child, :data:`Checks`): most parents
-                            # reached lack one, and the word test allocates (masks are big integers)
-                            supported = True
-                            for check in edge[CHECKS]:
-                                if check[0]:
-                                    if prow.values[check[1]] not in check[2]:
-                                        supported = False
-                                        break
-                                elif pk not in check[2]:
-                                    supported = False
-                                    break
-                            if not supported or not plan.eligible(v, prow.mask):
+                            # support first: most parents reached lack a partner in another child, and the
+                            # word test allocates (masks are big integers)
+                            if not _joins(edge[CHECKS], pk, prow.values) or not plan.eligible(v, prow.mask):
                                 continue
                             self._enter(v, pk, prow)
                         path.append((v, pk, edge[EDGE]))
@@ -295,6 +290,18 @@ class SharedLatticeEvaluator(SubRelations):
         waiting = sum(1 for v in alive if not missing[v] and not sub[v])
         return {**plan.stats(), "rlist": ready, "wlist": waiting, "slist": len(alive) - ready - waiting,
                 "subrelation_tuples": sum(len(sub[v]) for v in alive), "live_results": len(self.results)}
+
+
+def _joins(checks: tuple, key: Any, values: dict) -> bool:
+    """Whether a parent tuple (``key``, ``values``) reached through a ready edge has a partner in each of
+    the parent's other children (the edge's :data:`~streaming.evaluate.subrelations.Checks`)."""
+    for check in checks:
+        if check[0]:
+            if values[check[1]] not in check[2]:
+                return False
+        elif key not in check[2]:
+            return False
+    return True
 
 
 def _order(item: tuple[int, Result]) -> tuple:

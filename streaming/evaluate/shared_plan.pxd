@@ -8,7 +8,6 @@ cdef class SharedLatticePlan:
     cdef public list mask
     cdef public list size
     cdef public list kids
-    cdef public list full
     cdef public list up_joins
     cdef public list refs
     cdef public list root_of

@@ -91,7 +91,6 @@ class SharedLatticePlan:
         self.mask: list[int] = []
         self.size: list[int] = []
         self.kids: list[tuple[Kid, ...]] = []
-        self.full: list[int] = []  # the bitmask of all of a node's edges
         self.up_joins: list[dict[JoinKey, tuple[str, dict[int, list[tuple[int, int]]]]]] = []
         self.refs: list[int] = []
         self.root_of: list[int] = []
@@ -202,7 +201,6 @@ class SharedLatticePlan:
         self.mask.append(label)
         self.size.append(size)
         self.kids.append(tuple(kids))
-        self.full.append((1 << len(kids)) - 1)
         self.up_joins.append({})
         self.refs.append(0)
         self.root_of.append(-1)

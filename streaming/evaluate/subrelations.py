@@ -29,13 +29,13 @@ from typing import Any
 from ..window import LiveStore, LiveTuple
 from .shared_plan import CHILD, COLUMN, FK, HOLDS, SharedLatticePlan
 
-__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS", "BIT"]
+__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS"]
 
-# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and the checks and bit
-# of a ready edge ``(parent, edge index, checks, 1 << edge index)``, which the op path indexes (shared.py imports
-# them as C integers, so they stay Python objects here).
+# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and the checks of a
+# ready edge ``(parent, edge index, checks)``, which the op path indexes (shared.py imports them as C integers,
+# so they stay Python objects here).
 UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK = 0, 1, 2, 3, 4, 5
-CHECKS, BIT = 2, 3
+CHECKS = 2
 
 #: A ready edge's other edges, each as ``(parent_holds, column, what the parent tuple must be in)``: the
 #: child's sub-relation (a parent holding the FK: its value in ``column``) or the child's index on the FK
@@ -65,9 +65,9 @@ class SubRelations:
         self.member: dict[str, dict[Any, set[int]]] = {name: {} for name in store.rows}
         # ready[c][(relation, parent_holds, fk)][L]: the edges into c of parents labelled L with no empty child
         # (the paper's Wlist and Rlist; a suspended node is not listed), each as (parent, edge index, what a
-        # parent tuple reached through it must join: :data:`Checks`, the edge's bit). A tuple, replaced whole when an edge
+        # parent tuple reached through it must join: :data:`Checks`). A tuple, replaced whole when an edge
         # comes or goes: the op path iterates it while entering nodes can make parents ready, with no copy
-        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[tuple[int, int, Checks, int], ...]]]] = []
+        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[tuple[int, int, Checks], ...]]]] = []
         # per node: its parent groups bound to the store's dicts
         # (parent relation, parent rows, holders of the FK value or None, column, ready by label, FK)
         self._ups: list[tuple[tuple[str, dict, dict | None, str, dict, str], ...]] = []
@@ -117,7 +117,7 @@ class SubRelations:
             if ready:
                 checks = tuple([(holds, column, sub[child] if holds else index[child][by])
                                 for ej, (child, holds, by, column) in enumerate(kids) if ej != ei])
-                by_label[label] = edges + ((v, ei, checks, 1 << ei),)
+                by_label[label] = edges + ((v, ei, checks),)
             else:
                 edges = tuple([edge for edge in edges if edge[0] != v or edge[1] != ei])
                 if edges:
