@@ -53,6 +53,7 @@ JoinKey = tuple[str, bool, str]
 #: what interns a node: ``(relation, label, fk, parent_holds, child, fk, parent_holds, child, ...)``, its
 #: children sorted, flat (one tuple per node: the plan holds one for each of tens of thousands of nodes)
 NodeKey = tuple[Any, ...]
+_NOTHING: frozenset[int] = frozenset()  # what an unregistered keyword set reaches
 
 
 def spread(mask: int, bits: Sequence[int]) -> int:
@@ -150,7 +151,8 @@ class SharedLatticePlan:
                 raise ValueError(f"node {v} is a whole CN of keyword sets {self.root_of[v]} and {kid}")
             self.root_of[v] = kid
         self.roots[kid] = roots
-        self._reached.pop(kid, None)
+        # every node of a keyword set's lattice is a sub-CN of one of its CNs: its roots reach them all
+        self._reached[kid] = set(ids)
         self.keyword_bits[kid] = sum(1 << b for b in bits)
         released: list[int] = []
         for v in previous:
@@ -296,19 +298,11 @@ class SharedLatticePlan:
 
     # -- inspection --------------------------------------------------------------------
 
-    def nodes_of(self, kid: int) -> set[int]:
-        """Every node a keyword set's roots reach (kept until the keyword set is registered again or
-        removed: a node's children never change, and a node lives while a root reaches it)."""
-        seen = self._reached.get(kid)
-        if seen is None:
-            seen = self._reached[kid] = set()
-            stack = list(self.roots.get(kid, ()))
-            while stack:
-                v = stack.pop()
-                if v not in seen:
-                    seen.add(v)
-                    stack.extend([c for c, _, _, _ in self.kids[v]])
-        return seen
+    def nodes_of(self, kid: int) -> set[int] | frozenset[int]:
+        """Every node a keyword set's roots reach, recorded when it registers (every node of its lattice:
+        each is a sub-CN of one of its CNs). A node's children never change, and a node lives while a
+        root reaches it."""
+        return self._reached.get(kid, _NOTHING)
 
     def stats(self) -> dict[str, Any]:
         return {"lattice_nodes": self.live_nodes, "keyword_sets": len(self.roots),
