@@ -31,7 +31,8 @@ cdef class SharedLatticeEvaluator(SubRelations):
     cdef _eval_path(self, Py_ssize_t root, object key, LiveTuple row, list path, Py_ssize_t kid)
 
     @cython.locals(sub=list, index=list, rows=dict, partial=list, below=list, c=Py_ssize_t, ei=Py_ssize_t,
-                   fixed_edge=Py_ssize_t, child_at=Py_ssize_t, crows=dict, parent_holds=bint, plan=SharedLatticePlan)
+                   fixed_edge=Py_ssize_t, child_at=Py_ssize_t, crows=dict, parent_holds=bint, plan=SharedLatticePlan,
+                   pair=tuple, t1=list, e1=list, t2=list, e2=list)
     cdef list _expand(self, Py_ssize_t v, object key, LiveTuple row, list path, Py_ssize_t at, object bits)
 
     @cython.locals(nodes=set, sub=list, v=Py_ssize_t)

@@ -229,12 +229,18 @@ class SharedLatticeEvaluator(SubRelations):
             below: list[tuple[list, list]] = []
             for ck in ckeys:
                 edge = (me, (crel, ck), fk) if parent_holds else ((crel, ck), me, fk)
-                for tuples, edges in self._expand(c, ck, crows[ck], path, child_at, bits):
-                    edges.append(edge)
-                    below.append((tuples, edges))
+                for pair in self._expand(c, ck, crows[ck], path, child_at, bits):
+                    pair[1].append(edge)
+                    below.append(pair)
             if not below:
                 return []
-            partial = [(t1 + t2, e1 + e2) for t1, e1 in partial for t2, e2 in below]
+            if len(below) == 1:  # most joins: one subtree below, added to each partial tree in place
+                t2, e2 = below[0]
+                for t1, e1 in partial:
+                    t1.extend(t2)
+                    e1.extend(e2)
+            else:
+                partial = [(t1 + t2, e1 + e2) for t1, e1 in partial for t2, e2 in below]
         return partial
 
     # -- delete ------------------------------------------------------------------------
