@@ -41,8 +41,10 @@ __all__ = ["PlanState"]
 
 # up to this many vocabulary words a text is tested for each as a substring before it is tokenized
 _PREFILTER_WORDS = 16
-# the vocabulary bits of this many distinct text values are kept (text columns repeat: states, titles, notes)
-_TEXT_MASKS = 65_536
+# the vocabulary bits of this many distinct text values are kept (text columns repeat: states, titles, notes),
+# of values up to this long (a long text rarely repeats; kept, 16,384 of them would hold megabytes)
+_TEXT_MASKS = 16_384
+_TEXT_KEPT_CHARS = 256
 
 #: the groups of a plan change: class index -> (properties, members by query bit)
 Groups = Mapping[int, tuple[ClassProperties, Mapping[int, QueryProperties]]]
@@ -262,8 +264,8 @@ class PlanState(StreamRules):
                 row.mask = self._classify(relation, row.values)
 
     def _classify(self, relation: str, values: dict) -> int:
-        """The tuple's keywords as bits of the stream's vocabulary (each distinct text value's bits are
-        kept, up to :data:`_TEXT_MASKS` of them, and found once)."""
+        """The tuple's keywords as bits of the stream's vocabulary (each distinct short text value's bits
+        are kept, up to :data:`_TEXT_MASKS` of them, and found once)."""
         mask = 0
         if not self._keyword_words:
             return 0
@@ -274,9 +276,10 @@ class PlanState(StreamRules):
                 bits = known.get(value)
                 if bits is None:
                     bits = self._text_bits(value)
-                    if len(known) >= _TEXT_MASKS:
-                        known.clear()
-                    known[value] = bits
+                    if len(value) <= _TEXT_KEPT_CHARS:
+                        if len(known) >= _TEXT_MASKS:
+                            known.clear()
+                        known[value] = bits
                 mask |= bits
         return mask
 

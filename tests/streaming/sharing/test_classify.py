@@ -1,5 +1,5 @@
-"""The shared engine's keyword bits of a tuple: each distinct text value's bits are found once and kept, up to
-a bound, and found afresh when the vocabulary changes."""
+"""The shared engine's keyword bits of a tuple: each distinct short text value's bits are found once and kept,
+up to a bound, and found afresh when the vocabulary changes."""
 
 from __future__ import annotations
 
@@ -42,3 +42,11 @@ def test_a_new_vocabulary_classifies_a_text_seen_before_afresh():
     engine.set_plan([query_properties(QueryEntry.model_validate({"id": 0, "keywords": ["ann"]}), SCHEMA)])
     assert engine.vocabulary == {"ann": 0}
     assert engine._classify("Customer", values) == 1
+
+
+def test_a_long_text_is_classified_each_time_and_not_kept():
+    engine = engine_for("texas")
+    values = {"cid": 1, "name": "x" * (plan_state._TEXT_KEPT_CHARS + 1), "state": "Texas"}
+    for _ in range(2):
+        assert engine._classify("Customer", values) == 1
+    assert list(engine._text_masks) == ["Texas"]
