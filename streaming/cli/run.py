@@ -33,14 +33,12 @@ import argparse
 import itertools
 import json
 import sys
-from typing import IO, Iterator
-
-from typing import Any
+from typing import IO, Any, Iterator
 
 from ..asc.predicates import Predicate, PredicateError, parse_predicate
 from ..clock import MAX_CLOCK_JUMP, TS_MAX, TS_MIN, ClockGuard
 from ..engine import ENGINES, KeywordEngine
-from ..evaluate.results import Result
+from ..evaluate.results import Result, TupleRef
 from ..keywords import KeywordError, parse_keywords
 from ..ops import Op, OpRejected, parse_op
 from ..schema import Schema, SchemaError, load_schema
@@ -102,23 +100,38 @@ def event_line(seq: int, kind: str, result: Result) -> str:
     return json.dumps({"seq": seq, "type": kind, **result.to_json()})
 
 
-# a result's JSON is lists of strings and numbers: no cycle to look for (that check was 40 % of an encoding)
-_encode_body = json.JSONEncoder(check_circular=False).encode
-
-
 class EventEncoder:
     """:func:`event_line`, with each result's part encoded once (a result is added and removed, and a
-    shared result reaches many queries)."""
+    shared result reaches many queries) and written the way ``json.dumps`` writes it: its relation and
+    foreign key names, few, encoded once each, and integer keys as their digits."""
 
     def __init__(self) -> None:
         self._encoded: dict[Result, str] = {}
+        self._names: dict[str, str] = {}
 
     def line(self, seq: int, kind: str, result: Result) -> str:
         """The event line (``kind`` is ``add`` or ``remove``)."""
         body = self._encoded.get(result)
         if body is None:
-            body = self._encoded[result] = _encode_body(result.to_json())[1:]
+            body = self._encoded[result] = self._body(result)
         return f'{{"seq": {seq}, "type": "{kind}", {body}\n'
+
+    def _body(self, result: Result) -> str:
+        """``json.dumps(result.to_json())`` without its opening brace (an edge joins two of the result's
+        tuples, whose JSON is made once)."""
+        names = self._names
+        refs = {ref: self._ref(ref) for ref in result.tuples}
+        edges = ", ".join([f"[{refs.get(holder) or self._ref(holder)}, {refs.get(target) or self._ref(target)}, "
+                           f"{names.get(fk) or self._name(fk)}]" for holder, target, fk in result.edges])
+        return f'"tuples": [{", ".join(refs.values())}], "edges": [{edges}]}}'
+
+    def _ref(self, ref: TupleRef) -> str:
+        relation, key = ref
+        return f"[{self._names.get(relation) or self._name(relation)}, {key if key.__class__ is int else json.dumps(key)}]"
+
+    def _name(self, name: str) -> str:
+        text = self._names[name] = json.dumps(name)
+        return text
 
 
 def main(args: argparse.Namespace) -> int:
