@@ -43,6 +43,7 @@ from ..clock import ClockGuard
 from ..evaluate.results import Result
 from ..ops import Op, OpRejected
 from ..schema import Schema
+from ..tuning import building_long_lived
 from .classes import FilterClass
 from .matching import NarrowingRule
 from .plan_state import PlanState
@@ -212,23 +213,24 @@ class SharedEngine(PlanState):
         if self.applied or len(self.store):
             raise RuntimeError("restore() starts an engine: it must come before any op")
         store, window = self.store, self.window
-        for op in ops:
-            assert op.values is not None
-            for relation, key in list(window.due(op.ts, store)):
-                store.remove(relation, key)
-                self.forget(relation, key)
-            row = store.add(op.relation, op.key, op.values, self._classify(op.relation, op.values), op.ts,
-                            self.admission.qmask(op.relation, op.values, observe=False))
-            window.push(op.relation, op.key, row)
-            self.last_ts = op.ts
-        if clock is not None:
-            self.last_ts = clock if self.last_ts is None else max(self.last_ts, clock)
-            for relation, key in list(window.due(self.last_ts, store)):
-                store.remove(relation, key)
-                self.forget(relation, key)
-        if self.last_ts is not None:
-            self.clock.now = self.last_ts
-        self._rebuild_classes()
+        with building_long_lived():  # the stored tuples and every class's state
+            for op in ops:
+                assert op.values is not None
+                for relation, key in list(window.due(op.ts, store)):
+                    store.remove(relation, key)
+                    self.forget(relation, key)
+                row = store.add(op.relation, op.key, op.values, self._classify(op.relation, op.values), op.ts,
+                                self.admission.qmask(op.relation, op.values, observe=False))
+                window.push(op.relation, op.key, row)
+                self.last_ts = op.ts
+            if clock is not None:
+                self.last_ts = clock if self.last_ts is None else max(self.last_ts, clock)
+                for relation, key in list(window.due(self.last_ts, store)):
+                    store.remove(relation, key)
+                    self.forget(relation, key)
+            if self.last_ts is not None:
+                self.clock.now = self.last_ts
+            self._rebuild_classes()
 
     # -- aggregate windows -------------------------------------------------------------
 

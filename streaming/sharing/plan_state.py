@@ -28,6 +28,7 @@ from ..evaluate.shared import SharedLatticeEvaluator
 from ..keywords import tokens
 from ..lattice import Lattice
 from ..schema import Schema
+from ..tuning import building_long_lived
 from ..window import SlidingWindow
 from .admission import Admission
 from .aggregates import AggregateClass
@@ -114,6 +115,11 @@ class PlanState(StreamRules):
         newly needs is evaluated over the stored tuples with CNEvalStatic);
         a class whose properties change is handed its results afresh.
         """
+        with building_long_lived():  # the plan's tables and lattice nodes live until the plan changes
+            return self._set_plan(queries, aggregates, narrow_now, others)
+
+    def _set_plan(self, queries: Sequence[QueryProperties], aggregates: Sequence[AggregateProperties],
+                  narrow_now: bool, others: Sequence[QueryProperties]) -> set[int]:
         wanted = {q.id: q for q in queries}
         if len(wanted) != len(queries):
             raise ValueError("query ids must be unique")
