@@ -17,8 +17,8 @@ thousands of nodes, their tables and sub-relations) allocates hundreds of
 thousands of containers that all stay alive. Each young collection during the
 set-up walks 100,000 of them and every object they refer to only to find them
 alive, and the first collection after it walks the rest: at 1,000 saved
-queries ten such walks had 18 % of the process's last-level cache misses
-(benchmarks/results/README.md). :func:`building_long_lived` runs such a build
+queries these walks had 14 % of the process's last-level read misses
+(benchmarks/results/README.md, stop 34). :func:`building_long_lived` runs such a build
 with the collector paused and hands what it built straight to the oldest
 generation, which only a full collection walks.
 
