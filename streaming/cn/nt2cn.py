@@ -30,6 +30,7 @@ the node ids (children first, whole CNs last).
 
 from __future__ import annotations
 
+import gc
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -39,7 +40,6 @@ from operator import mul
 from typing import Iterator, Sequence
 
 from ..schema import Schema
-from ..tuning import building_long_lived
 from .model import CandidateNetwork, CNChild, CNNode, edge_code, escape
 from .templates import NTForest, NTNode, generate_nts, templates
 
@@ -274,8 +274,13 @@ def nt2cn(schema: Schema, forest: NTForest) -> CNDag:
     millions of acyclic tuples for large queries, and every collection would
     rescan all of them.
     """
-    with building_long_lived():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
         return _nt2cn(schema, forest)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
