@@ -18,9 +18,10 @@ thousands of containers that all stay alive. Each young collection during the
 set-up walks 100,000 of them and every object they refer to only to find them
 alive, and the first collection after it walks the rest: at 1,000 saved
 queries these walks had 14 % of the process's last-level read misses
-(benchmarks/results/README.md, stop 34). :func:`building_long_lived` runs such a build
-with the collector paused and hands what it built straight to the oldest
-generation, which only a full collection walks.
+(benchmarks/results/README.md, "the plan handed to the oldest generation").
+:func:`building_long_lived` runs such a build with the collector paused and
+hands what it built straight to the oldest generation, which only a full
+collection walks.
 
 **One BLAS thread.** numpy (the selection constructs' vectorised evaluation)
 starts OpenBLAS's thread pool, whose idle threads spin: 2 % of a ``run-plan``'s
