@@ -36,7 +36,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["ENGINE_THRESHOLDS", "building_long_lived", "for_engine_process"]
+__all__ = ["ENGINE_THRESHOLDS", "building_long_lived", "collector_paused", "for_engine_process"]
 
 ENGINE_THRESHOLDS = (100_000, 50, 100)
 
@@ -51,17 +51,26 @@ def for_engine_process() -> None:
 
 
 @contextmanager
-def building_long_lived() -> Iterator[None]:
-    """Run a block that builds long-lived containers with no collection meanwhile, then move every
-    tracked object to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two list splices,
-    and the young generation's count starts afresh). Nothing is kept from collection: a cycle that
-    was already garbage waits for the next full collection instead of a young one."""
+def collector_paused() -> Iterator[None]:
+    """Run a block with the cyclic collector paused; afterwards it is on again if it was before."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
-        gc.unfreeze()
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def building_long_lived() -> Iterator[None]:
+    """Run a block that builds long-lived containers with the collector paused, then move every
+    tracked object to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two list splices,
+    and the young generation's count starts afresh). Nothing is kept from collection: a cycle that
+    was already garbage waits for the next full collection instead of a young one."""
+    with collector_paused():
+        try:
+            yield
+        finally:
+            gc.freeze()
+            gc.unfreeze()

@@ -30,7 +30,6 @@ the node ids (children first, whole CNs last).
 
 from __future__ import annotations
 
-import gc
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from operator import mul
 from typing import Iterator, Sequence
 
 from ..schema import Schema
+from ..tuning import collector_paused
 from .model import CandidateNetwork, CNChild, CNNode, edge_code, escape
 from .templates import NTForest, NTNode, generate_nts, templates
 
@@ -274,13 +274,8 @@ def nt2cn(schema: Schema, forest: NTForest) -> CNDag:
     millions of acyclic tuples for large queries, and every collection would
     rescan all of them.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _nt2cn(schema, forest)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _nt2cn(schema: Schema, forest: NTForest) -> CNDag:
