@@ -43,5 +43,5 @@ cdef class SharedLatticeEvaluator(SubRelations):
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)
 
 
-@cython.locals(check=tuple)
-cdef bint _joins(tuple checks, object key, dict values)
+@cython.locals(at=Py_ssize_t, end=Py_ssize_t)
+cdef bint _joins(tuple edge, object key, dict values)

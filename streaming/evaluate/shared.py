@@ -117,8 +117,8 @@ class SharedLatticeEvaluator(SubRelations):
     def _candidates(self, relation: str, key: Any, row: LiveTuple, inner: tuple[int, ...]) -> dict[int, None]:
         """Inner nodes of the tuple's labels with a neighbour of the tuple in every child (the tuple is
         supported there), in the order found: through the ready parents of the nodes a neighbour sits in,
-        the parent edge reached through one neighbour, its other children tested by the edge's
-        :data:`~streaming.evaluate.subrelations.Checks` (a suspended node, with an empty child, is not
+        the parent edge reached through one neighbour, its other children tested by the edge's checks
+        (:data:`~streaming.evaluate.subrelations.ReadyEdge`; a suspended node, with an empty child, is not
         among the ready)."""
         ready = self._ready
         found: dict[int, None] = {}
@@ -136,7 +136,7 @@ class SharedLatticeEvaluator(SubRelations):
                             for label in inner:
                                 for edge in by_label.get(label, ()):
                                     v = edge[PARENT]
-                                    if v not in found and _joins(edge[CHECKS], key, values):
+                                    if v not in found and _joins(edge, key, values):
                                         found[v] = None
         probes = self._in_probes[relation]
         for probe in probes:
@@ -152,7 +152,7 @@ class SharedLatticeEvaluator(SubRelations):
                                 for label in inner:
                                     for edge in by_label.get(label, ()):
                                         v = edge[PARENT]
-                                        if v not in found and _joins(edge[CHECKS], key, values):
+                                        if v not in found and _joins(edge, key, values):
                                             found[v] = None
         return found
 
@@ -184,11 +184,14 @@ class SharedLatticeEvaluator(SubRelations):
                     # entering a node may list its parents as ready (they are reached from it): that replaces
                     # the tuple, and this loop goes on over the edges that were ready when it began
                     for edge in ready.get(label, ()):
+                        # support first: most parents reached lack a partner in another child (a parent
+                        # tuple in S[v] has one in every child), and the word test allocates (masks are big
+                        # integers)
+                        if not _joins(edge, pk, prow.values):
+                            continue
                         v = edge[PARENT]
                         if pk not in sub[v]:
-                            # support first: most parents reached lack a partner in another child, and the
-                            # word test allocates (masks are big integers)
-                            if not _joins(edge[CHECKS], pk, prow.values) or not plan.eligible(v, prow.mask):
+                            if not plan.eligible(v, prow.mask):
                                 continue
                             self._enter(v, pk, prow)
                         path.append((v, pk, edge[EDGE]))
@@ -298,15 +301,17 @@ class SharedLatticeEvaluator(SubRelations):
                 "subrelation_tuples": sum(len(sub[v]) for v in alive), "live_results": len(self.results)}
 
 
-def _joins(checks: tuple, key: Any, values: dict) -> bool:
+def _joins(edge: tuple, key: Any, values: dict) -> bool:
     """Whether a parent tuple (``key``, ``values``) reached through a ready edge has a partner in each of
-    the parent's other children (the edge's :data:`~streaming.evaluate.subrelations.Checks`)."""
-    for check in checks:
-        if check[0]:
-            if values[check[1]] not in check[2]:
+    the parent's other children (the edge's checks: :data:`~streaming.evaluate.subrelations.ReadyEdge`)."""
+    at, end = CHECKS, len(edge)
+    while at < end:
+        if edge[at]:
+            if values[edge[at + 1]] not in edge[at + 2]:
                 return False
-        elif key not in check[2]:
+        elif key not in edge[at + 2]:
             return False
+        at += 3
     return True
 
 

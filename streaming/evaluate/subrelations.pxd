@@ -23,7 +23,7 @@ cdef class SubRelations:
     cdef _grow(self, list created)
 
     @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, edges=tuple, plan=SharedLatticePlan, kids=tuple,
-                   sub=list, index=list, checks=tuple)
+                   sub=list, index=list, made=list)
     cdef _set_ready(self, Py_ssize_t v, bint ready)
 
     @cython.locals(info=tuple, present=dict, labels=list, candidates=object, sub=object, words=object,

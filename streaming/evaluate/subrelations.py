@@ -29,20 +29,22 @@ from typing import Any
 from ..window import LiveStore, LiveTuple
 from .shared_plan import CHILD, COLUMN, FK, HOLDS, SharedLatticePlan
 
-__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS"]
+__all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS",
+           "ReadyEdge"]
 
-# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and the checks of a
-# ready edge ``(parent, edge index, checks)``, which the op path indexes (shared.py imports them as C integers,
-# so they stay Python objects here).
+# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and where a ready
+# edge's checks start, which the op path indexes (shared.py imports them as C integers, so they stay Python
+# objects here).
 UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK = 0, 1, 2, 3, 4, 5
 CHECKS = 2
 
-#: A ready edge's other edges, each as ``(parent_holds, column, what the parent tuple must be in)``: the
-#: child's sub-relation (a parent holding the FK: its value in ``column``) or the child's index on the FK
-#: (the parent's key). Made when the parent becomes ready, so a parent tuple reached through the edge is
-#: tested without loading the parent's kids or the children (they are non-empty, and their sub-relation
-#: and index objects are kept while they are).
-Checks = tuple[tuple[bool, str, Any], ...]
+#: A ready edge: ``(parent, edge index)`` followed by one check per other edge of the parent, three fields
+#: each, ``parent_holds, column, what the parent tuple must be in``: the child's sub-relation (a parent
+#: holding the FK: its value in ``column``) or the child's index on the FK (the parent's key). Made when the
+#: parent becomes ready, so a parent tuple reached through the edge is tested without loading the parent's
+#: kids or the children (they are non-empty, and their sub-relation and index objects are kept while they
+#: are); one flat tuple, as the climb reads thousands of them per op, most failing their first check.
+ReadyEdge = tuple[Any, ...]
 #: a tuple's node labels, the leaves they put it in, and those of its labels that inner nodes carry
 LabelInfo = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _NONE: LabelInfo = ((), (), ())
@@ -64,10 +66,10 @@ class SubRelations:
         self.missing: list[int] = []
         self.member: dict[str, dict[Any, set[int]]] = {name: {} for name in store.rows}
         # ready[c][(relation, parent_holds, fk)][L]: the edges into c of parents labelled L with no empty child
-        # (the paper's Wlist and Rlist; a suspended node is not listed), each as (parent, edge index, what a
-        # parent tuple reached through it must join: :data:`Checks`). A tuple, replaced whole when an edge
-        # comes or goes: the op path iterates it while entering nodes can make parents ready, with no copy
-        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[tuple[int, int, Checks], ...]]]] = []
+        # (the paper's Wlist and Rlist; a suspended node is not listed), each a :data:`ReadyEdge`. A tuple,
+        # replaced whole when an edge comes or goes: the op path iterates it while entering nodes can make
+        # parents ready, with no copy
+        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[ReadyEdge, ...]]]] = []
         # per node: its parent groups bound to the store's dicts
         # (parent relation, parent rows, holders of the FK value or None, column, ready by label, FK)
         self._ups: list[tuple[tuple[str, dict, dict | None, str, dict, str], ...]] = []
@@ -115,9 +117,11 @@ class SubRelations:
             by_label = self._ready[c][(relation, parent_holds, fk)]
             edges = by_label.get(label, ())
             if ready:
-                checks = tuple([(holds, column, sub[child] if holds else index[child][by])
-                                for ej, (child, holds, by, column) in enumerate(kids) if ej != ei])
-                by_label[label] = edges + ((v, ei, checks),)
+                made: list[Any] = [v, ei]
+                for ej, (child, holds, by, column) in enumerate(kids):
+                    if ej != ei:
+                        made += (holds, column, sub[child] if holds else index[child][by])
+                by_label[label] = edges + (tuple(made),)
             else:
                 edges = tuple([edge for edge in edges if edge[0] != v or edge[1] != ei])
                 if edges:
@@ -355,7 +359,7 @@ class SubRelations:
 
     def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
         """Whether the tuple joins at least one tuple of every child's sub-relation (filling a node; the
-        climb tests a ready edge's :data:`Checks` instead)."""
+        climb tests a :data:`ReadyEdge`'s checks instead)."""
         sub, index = self.sub, self.index
         for kid in self.plan.kids[v]:
             if kid[HOLDS]:
