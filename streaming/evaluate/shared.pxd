@@ -38,8 +38,8 @@ cdef class SharedLatticeEvaluator(SubRelations):
     @cython.locals(nodes=set, sub=list, v=Py_ssize_t)
     cpdef list delete(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict, prow=LiveTuple, up=tuple, holders=dict,
-                   ups=tuple)
+    @cython.locals(member=dict, members=dict, nodes=set, prel=str, parent=object, edge=tuple, prows=dict, ready=dict,
+                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)
 
 

@@ -260,8 +260,10 @@ class SharedLatticeEvaluator(SubRelations):
 
     def _drop(self, c: int, key: Any, row: LiveTuple) -> None:
         """Remove ``key`` from ``S[c]`` after every parent tuple that loses its only support (Alg. 5
-        delete); parents first, while ``c`` still lists them as ready."""
-        sub = self.sub
+        delete); parents first, while ``c`` still lists them as ready. A parent tuple is in ``S[v]``
+        exactly when ``v`` is among its nodes (``member``): one small set per parent tuple, tested for
+        each ready edge instead of each edge's parent sub-relation (most parents are not in it)."""
+        member = self.member
         ups = self._ups[c]
         for up in ups:
             ready = up[UP_READY]
@@ -281,13 +283,18 @@ class SharedLatticeEvaluator(SubRelations):
                 if pk is None or pk not in prows or len(self.index[c][up[UP_FK]][pk]) != 1:
                     continue
                 parents = (pk,)
+            prel = up[UP_RELATION]
+            members = member[prel]
             for pk in parents:
+                nodes = members.get(pk)
+                if not nodes:
+                    continue
                 prow = prows[pk]
-                for label in self._labels_of(up[UP_RELATION], prow):
+                for label in self._labels_of(prel, prow):
                     for edge in ready.get(label, ()):
-                        v = edge[PARENT]
-                        if pk in sub[v]:
-                            self._drop(v, pk, prow)
+                        parent = edge[PARENT]
+                        if parent in nodes:
+                            self._drop(parent, pk, prow)
         self._leave(c, key, row)
 
     # -- inspection --------------------------------------------------------------------
