@@ -4,6 +4,7 @@ cimport cython
 
 cdef class SharedLatticePlan:
     cdef public object schema
+    cdef public list ids
     cdef public list rel
     cdef public list mask
     cdef public list size
@@ -31,6 +32,6 @@ cdef class SharedLatticePlan:
     @cython.locals(forbid=object)
     cpdef bint eligible(self, Py_ssize_t v, object mask)
 
-    @cython.locals(v=Py_ssize_t, c=Py_ssize_t, ei=Py_ssize_t, kids=list, groups=dict, group=tuple, parents=list,
-                   parents_by_label=dict, by_label=dict)
-    cdef Py_ssize_t _create(self, tuple key, Py_ssize_t size)
+    @cython.locals(v=Py_ssize_t, node=object, c=Py_ssize_t, ei=Py_ssize_t, kids=list, groups=dict, group=tuple,
+                   parents=list, parents_by_label=dict, by_label=dict)
+    cdef object _create(self, tuple key, Py_ssize_t size)

@@ -89,6 +89,10 @@ class SharedLatticePlan:
     def __init__(self, schema: Schema):
         self.schema = schema
         self.rel: list[str] = []
+        # each node's id as one int object, which every set, dict and tuple holding the node shares: a lookup
+        # finds it by identity, and the ids of a lattice's nodes sit together in memory (an int made at each
+        # use would be compared by value, in a cold object of its own)
+        self.ids: list[int] = []
         self.mask: list[int] = []
         self.size: list[int] = []
         self.kids: list[tuple[Kid, ...]] = []
@@ -181,6 +185,7 @@ class SharedLatticePlan:
     def _create(self, key: NodeKey, size: int) -> int:
         relation, label = key[0], key[1]
         v = len(self.rel)
+        node = v
         kids: list[Kid] = []
         for ei in range((len(key) - 2) // 3):
             fk, parent_holds, c = key[2 + 3 * ei], key[3 + 3 * ei], key[4 + 3 * ei]
@@ -196,9 +201,10 @@ class SharedLatticePlan:
             parents_by_label = group[1]
             parents = parents_by_label.get(label)
             if parents is None:
-                parents_by_label[label] = [(v, ei)]
+                parents_by_label[label] = [(node, ei)]
             else:
-                parents.append((v, ei))
+                parents.append((node, ei))
+        self.ids.append(node)
         self.rel.append(relation)
         self.mask.append(label)
         self.size.append(size)
@@ -210,15 +216,15 @@ class SharedLatticePlan:
         self.forbids.append(())
         self._forbid_counts.append(())
         self._key_of.append(key)
-        self._by_key[key] = v
+        self._by_key[key] = node
         by_label = self.labels[relation]
         by_label[label] = by_label.get(label, 0) + 1
         if kids:
             self.inner[(relation, label)] = self.inner.get((relation, label), 0) + 1
         else:
-            self.leaves.setdefault((relation, label), []).append(v)
+            self.leaves.setdefault((relation, label), []).append(node)
         self.live_nodes += 1
-        return v
+        return node
 
     def _release(self, v: int, released: list[int]) -> None:
         self.refs[v] -= 1

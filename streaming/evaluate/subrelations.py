@@ -117,7 +117,7 @@ class SubRelations:
             by_label = self._ready[c][(relation, parent_holds, fk)]
             edges = by_label.get(label, ())
             if ready:
-                made: list[Any] = [v, ei]
+                made: list[Any] = [plan.ids[v], ei]
                 for ej, (child, holds, by, column) in enumerate(kids):
                     if ej != ei:
                         made += (holds, column, sub[child] if holds else index[child][by])
@@ -311,12 +311,12 @@ class SubRelations:
                         missing[p] -= 1
                         if not missing[p]:
                             self._set_ready(p, True)
-        members = self.member[plan.rel[v]]
+        members, node = self.member[plan.rel[v]], plan.ids[v]
         nodes = members.get(key)
         if nodes is None:
-            members[key] = {v}
+            members[key] = {node}
         else:
-            nodes.add(v)
+            nodes.add(node)
         index = self.index[v]
         if index:
             columns = plan.fk_column_of[plan.rel[v]]
@@ -343,7 +343,7 @@ class SubRelations:
                         missing[p] += 1
         members = self.member[plan.rel[v]]
         nodes = members[key]
-        nodes.discard(v)
+        nodes.discard(plan.ids[v])
         if not nodes:
             del members[key]
         index = self.index[v]
