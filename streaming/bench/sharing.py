@@ -19,7 +19,7 @@ run-plan`` process (so its peak memory is its own):
   (15, 30 or 60 minutes) and Tmax (3 to 5) mixed, one in eight a filter
   subscription; for each count the whole ``run-plan --sharing widen``
   process's CPU time against one query's (the least of ``--repeats`` runs,
-  taken in rounds of every count),
+  taken in rounds of every count; each round's ratio and their median too),
   split into start-up, plan, op loop and output (encoding and writing the
   changes: a cost that follows the changes written, which no sharing
   removes; the ratio is also given without it), its peak memory and its
@@ -40,6 +40,7 @@ import os
 import platform
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,12 @@ def many(schema_doc: dict[str, Any], ops: list[dict[str, Any]], counts: list[int
     one = points[0] if counts and counts[0] == 1 else None
     for p in points:
         p["over_one_query"] = round(p["process_cpu_s"] / one["process_cpu_s"], 2) if one else None
+        if one:
+            # each round's ratio (its run against one query's of the same round): the load both met is alike,
+            # so their spread shows how far the machine moves the ratio, and their median is a second reading
+            rounds = [mine / first for mine, first in zip(p["process_cpu_s_runs"], one["process_cpu_s_runs"])]
+            p["over_one_query_rounds"] = [round(r, 2) for r in rounds]
+            p["over_one_query_round_median"] = round(statistics.median(rounds), 2)
         p["over_one_query_without_output"] = (
             round((p["process_cpu_s"] - p["output_cpu_s"]) / (one["process_cpu_s"] - one["output_cpu_s"]), 2)
             if one else None)
@@ -349,6 +356,7 @@ def main(args: argparse.Namespace) -> int:
     for p in result.get("many", {}).get("points", []):
         print(f"{p['queries']:>6} queries ({p['keyword_sets']} keyword sets, {p['classes']} classes): "
               f"{p['process_cpu_s']} s = {p['over_one_query']} x one query "
-              f"({p['over_one_query_without_output']} x without output), {p['max_rss_mb']} MB, "
+              f"({p['over_one_query_without_output']} x without output; rounds {p.get('over_one_query_rounds')}), "
+              f"{p['max_rss_mb']} MB, "
               f"{p['us_per_op_per_class']} us/op per class, same as alone: {p['same_as_alone']}")
     return 0
