@@ -19,12 +19,13 @@ cdef class SharedLatticeEvaluator(SubRelations):
                    plan=SharedLatticePlan)
     cpdef list insert(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, v=object, edge=tuple,
+    @cython.locals(ready=list, found=dict, values=dict, nodes=set, by_label=dict, edges=tuple,
                    c=Py_ssize_t, members=dict, keys=set, probes=tuple, probe=tuple)
     cdef dict _candidates(self, str relation, object key, LiveTuple row, tuple inner)
 
-    @cython.locals(kid=Py_ssize_t, sub=list, v=Py_ssize_t, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple, plan=SharedLatticePlan)
+    @cython.locals(kid=Py_ssize_t, sub=list, v=Py_ssize_t, edges=tuple, stride=Py_ssize_t, at=Py_ssize_t,
+                   end=Py_ssize_t, held=bint, prows=dict, ready=dict, prow=LiveTuple, up=tuple, holders=dict,
+                   ups=tuple, plan=SharedLatticePlan)
     cdef _climb(self, Py_ssize_t c, object key, LiveTuple row, list path)
 
     @cython.locals(added=list, results=SharedResults)
@@ -38,10 +39,14 @@ cdef class SharedLatticeEvaluator(SubRelations):
     @cython.locals(nodes=set, sub=list, v=Py_ssize_t)
     cpdef list delete(self, str relation, object key, LiveTuple row)
 
-    @cython.locals(member=dict, members=dict, nodes=set, prel=str, parent=object, edge=tuple, prows=dict, ready=dict,
-                   prow=LiveTuple, up=tuple, holders=dict, ups=tuple)
+    @cython.locals(member=dict, members=dict, nodes=set, prel=str, parent=object, edges=tuple, stride=Py_ssize_t,
+                   at=Py_ssize_t, end=Py_ssize_t, prows=dict, ready=dict, prow=LiveTuple, up=tuple, holders=dict,
+                   ups=tuple)
     cdef _drop(self, Py_ssize_t c, object key, LiveTuple row)
 
 
-@cython.locals(at=Py_ssize_t, end=Py_ssize_t)
-cdef bint _joins(tuple edge, object key, dict values)
+cdef bint _joins(tuple edges, Py_ssize_t at, Py_ssize_t end, object key, dict values)
+
+
+@cython.locals(stride=Py_ssize_t, end=Py_ssize_t, at=Py_ssize_t, v=object)
+cdef _supported_parents(tuple edges, object key, dict values, dict found)

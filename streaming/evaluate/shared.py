@@ -118,7 +118,7 @@ class SharedLatticeEvaluator(SubRelations):
         """Inner nodes of the tuple's labels with a neighbour of the tuple in every child (the tuple is
         supported there), in the order found: through the ready parents of the nodes a neighbour sits in,
         the parent edge reached through one neighbour, its other children tested by the edge's checks
-        (:data:`~streaming.evaluate.subrelations.ReadyEdge`; a suspended node, with an empty child, is not
+        (:data:`~streaming.evaluate.subrelations.ReadyEdges`; a suspended node, with an empty child, is not
         among the ready)."""
         ready = self._ready
         found: dict[int, None] = {}
@@ -134,10 +134,8 @@ class SharedLatticeEvaluator(SubRelations):
                         by_label = ready[c].get(join)
                         if by_label:
                             for label in inner:
-                                for edge in by_label.get(label, ()):
-                                    v = edge[PARENT]
-                                    if v not in found and _joins(edge, key, values):
-                                        found[v] = None
+                                for edges in by_label.get(label, ()):
+                                    _supported_parents(edges, key, values, found)
         probes = self._in_probes[relation]
         for probe in probes:
             members, join = probe[1], probe[2]
@@ -150,10 +148,8 @@ class SharedLatticeEvaluator(SubRelations):
                             by_label = ready[c].get(join)
                             if by_label:
                                 for label in inner:
-                                    for edge in by_label.get(label, ()):
-                                        v = edge[PARENT]
-                                        if v not in found and _joins(edge, key, values):
-                                            found[v] = None
+                                    for edges in by_label.get(label, ()):
+                                        _supported_parents(edges, key, values, found)
         return found
 
     def _climb(self, c: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]]) -> None:
@@ -182,21 +178,25 @@ class SharedLatticeEvaluator(SubRelations):
                 prow = prows[pk]
                 for label in self._labels_of(up[UP_RELATION], prow):
                     # entering a node may list its parents as ready (they are reached from it): that replaces
-                    # the tuple, and this loop goes on over the edges that were ready when it began
-                    for edge in ready.get(label, ()):
-                        # support first: most parents reached lack a partner in another child (a parent
-                        # tuple in S[v] has one in every child), and the word test allocates (masks are big
-                        # integers)
-                        if not _joins(edge, pk, prow.values):
-                            continue
-                        v = edge[PARENT]
-                        if pk not in sub[v]:
-                            if not plan.eligible(v, prow.mask):
-                                continue
-                            self._enter(v, pk, prow)
-                        path.append((v, pk, edge[EDGE]))
-                        self._climb(v, pk, prow, path)
-                        path.pop()
+                    # the tuples, and this loop goes on over the edges that were ready when it began
+                    for edges in ready.get(label, ()):
+                        stride, end = edges[0], len(edges)
+                        at = 1
+                        while at < end:
+                            # support first: most parents reached lack a partner in another child (a parent
+                            # tuple in S[v] has one in every child), and the word test allocates (masks are big
+                            # integers)
+                            if _joins(edges, at + CHECKS, at + stride, pk, prow.values):
+                                v = edges[at + PARENT]
+                                held = pk in sub[v]
+                                if not held and plan.eligible(v, prow.mask):
+                                    self._enter(v, pk, prow)
+                                    held = True
+                                if held:
+                                    path.append((v, pk, edges[at + EDGE]))
+                                    self._climb(v, pk, prow, path)
+                                    path.pop()
+                            at += stride
 
     def _eval_path(self, root: int, key: Any, row: LiveTuple, path: list[tuple[int, Any, int]], kid: int) -> None:
         """Join the results of keyword set ``kid`` at root tuple ``key`` that contain the tuples on ``path``."""
@@ -291,10 +291,14 @@ class SharedLatticeEvaluator(SubRelations):
                     continue
                 prow = prows[pk]
                 for label in self._labels_of(prel, prow):
-                    for edge in ready.get(label, ()):
-                        parent = edge[PARENT]
-                        if parent in nodes:
-                            self._drop(parent, pk, prow)
+                    for edges in ready.get(label, ()):
+                        stride, end = edges[0], len(edges)
+                        at = 1
+                        while at < end:
+                            parent = edges[at + PARENT]
+                            if parent in nodes:
+                                self._drop(parent, pk, prow)
+                            at += stride
         self._leave(c, key, row)
 
     # -- inspection --------------------------------------------------------------------
@@ -308,18 +312,30 @@ class SharedLatticeEvaluator(SubRelations):
                 "subrelation_tuples": sum(len(sub[v]) for v in alive), "live_results": len(self.results)}
 
 
-def _joins(edge: tuple, key: Any, values: dict) -> bool:
+def _joins(edges: tuple, at: int, end: int, key: Any, values: dict) -> bool:
     """Whether a parent tuple (``key``, ``values``) reached through a ready edge has a partner in each of
-    the parent's other children (the edge's checks: :data:`~streaming.evaluate.subrelations.ReadyEdge`)."""
-    at, end = CHECKS, len(edge)
+    the parent's other children: the edge's checks, ``edges[at:end]``
+    (:data:`~streaming.evaluate.subrelations.ReadyEdges`)."""
     while at < end:
-        if edge[at]:
-            if values[edge[at + 1]] not in edge[at + 2]:
+        if edges[at]:
+            if values[edges[at + 1]] not in edges[at + 2]:
                 return False
-        elif key not in edge[at + 2]:
+        elif key not in edges[at + 2]:
             return False
         at += 3
     return True
+
+
+def _supported_parents(edges: tuple, key: Any, values: dict, found: dict) -> None:
+    """Add to ``found`` the parents of ``edges`` (:data:`~streaming.evaluate.subrelations.ReadyEdges`)
+    where a tuple (``key``, ``values``) joining the edges' child has a partner in every other child."""
+    stride, end = edges[0], len(edges)
+    at = 1
+    while at < end:
+        v = edges[at + PARENT]
+        if v not in found and _joins(edges, at + CHECKS, at + stride, key, values):
+            found[v] = None
+        at += stride
 
 
 def _order(item: tuple[int, Result]) -> tuple:

@@ -22,8 +22,9 @@ cdef class SubRelations:
     @cython.locals(v=Py_ssize_t, empty=Py_ssize_t, kid=tuple, bound=dict, ups=list, plan=SharedLatticePlan)
     cdef _grow(self, list created)
 
-    @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, edges=tuple, plan=SharedLatticePlan, kids=tuple,
-                   sub=list, index=list, made=list)
+    @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, bundles=tuple, i=Py_ssize_t, same=tuple,
+                   fields=list, stride=Py_ssize_t, at=Py_ssize_t, plan=SharedLatticePlan, kids=tuple, sub=list,
+                   index=list, made=list)
     cdef _set_ready(self, Py_ssize_t v, bint ready)
 
     @cython.locals(info=tuple, present=dict, labels=list, candidates=object, sub=object, words=object,

@@ -30,21 +30,24 @@ from ..window import LiveStore, LiveTuple
 from .shared_plan import CHILD, COLUMN, FK, HOLDS, SharedLatticePlan
 
 __all__ = ["SubRelations", "UP_RELATION", "UP_ROWS", "UP_HOLDERS", "UP_COLUMN", "UP_READY", "UP_FK", "CHECKS",
-           "ReadyEdge"]
+           "ReadyEdges"]
 
-# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and where a ready
-# edge's checks start, which the op path indexes (shared.py imports them as C integers, so they stay Python
-# objects here).
+# The fields of a parent group of _ups, ``(relation, rows, holders, column, ready, fk)``, and where an edge's
+# checks start in :data:`ReadyEdges` (after its parent and edge index), which the op path indexes (shared.py
+# imports them as C integers, so they stay Python objects here).
 UP_RELATION, UP_ROWS, UP_HOLDERS, UP_COLUMN, UP_READY, UP_FK = 0, 1, 2, 3, 4, 5
 CHECKS = 2
 
-#: A ready edge: ``(parent, edge index)`` followed by one check per other edge of the parent, three fields
-#: each, ``parent_holds, column, what the parent tuple must be in``: the child's sub-relation (a parent
-#: holding the FK: its value in ``column``) or the child's index on the FK (the parent's key). Made when the
-#: parent becomes ready, so a parent tuple reached through the edge is tested without loading the parent's
-#: kids or the children (they are non-empty, and their sub-relation and index objects are kept while they
-#: are); one flat tuple, as the climb reads thousands of them per op, most failing their first check.
-ReadyEdge = tuple[Any, ...]
+#: The ready edges into one child of the parents with one label and one way of joining it whose edges have
+#: the same number of checks, in one flat tuple: ``(stride, edge, edge, ...)``, each edge ``stride`` fields,
+#: ``parent, edge index`` followed by one check per other edge of the parent, three fields each,
+#: ``parent_holds, column, what the parent tuple must be in``: the child's sub-relation (a parent holding
+#: the FK: its value in ``column``) or the child's index on the FK (the parent's key). Made when a parent
+#: becomes ready, so a parent tuple reached through an edge is tested without loading the parent's kids or
+#: the children (they are non-empty, and their sub-relation and index objects are kept while they are); one
+#: tuple for all of them, as the climb reads thousands of edges per op, most failing their first check, and
+#: side by side they share cache lines (a tuple per edge put each in a cold line of its own).
+ReadyEdges = tuple[Any, ...]
 #: a tuple's node labels, the leaves they put it in, and those of its labels that inner nodes carry
 LabelInfo = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 _NONE: LabelInfo = ((), (), ())
@@ -66,10 +69,10 @@ class SubRelations:
         self.missing: list[int] = []
         self.member: dict[str, dict[Any, set[int]]] = {name: {} for name in store.rows}
         # ready[c][(relation, parent_holds, fk)][L]: the edges into c of parents labelled L with no empty child
-        # (the paper's Wlist and Rlist; a suspended node is not listed), each a :data:`ReadyEdge`. A tuple,
-        # replaced whole when an edge comes or goes: the op path iterates it while entering nodes can make
-        # parents ready, with no copy
-        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[ReadyEdge, ...]]]] = []
+        # (the paper's Wlist and Rlist; a suspended node is not listed), one :data:`ReadyEdges` per number of
+        # checks. A tuple, replaced whole when an edge comes or goes: the op path iterates it while entering
+        # nodes can make parents ready, with no copy
+        self._ready: list[dict[tuple[str, bool, str], dict[int, tuple[ReadyEdges, ...]]]] = []
         # per node: its parent groups bound to the store's dicts
         # (parent relation, parent rows, holders of the FK value or None, column, ready by label, FK)
         self._ups: list[tuple[tuple[str, dict, dict | None, str, dict, str], ...]] = []
@@ -113,21 +116,32 @@ class SubRelations:
         relation, label = plan.rel[v], plan.mask[v]
         kids = plan.kids[v]
         sub, index = self.sub, self.index
+        stride = 3 * len(kids) - 1  # parent, edge index, three fields per other kid
         for ei, (c, parent_holds, fk, _) in enumerate(kids):
             by_label = self._ready[c][(relation, parent_holds, fk)]
-            edges = by_label.get(label, ())
+            bundles = by_label.get(label, ())
+            for i, same in enumerate(bundles):
+                if same[0] == stride:
+                    break
+            else:
+                i, same = len(bundles), (stride,)
             if ready:
                 made: list[Any] = [plan.ids[v], ei]
                 for ej, (child, holds, by, column) in enumerate(kids):
                     if ej != ei:
                         made += (holds, column, sub[child] if holds else index[child][by])
-                by_label[label] = edges + (tuple(made),)
+                same = same + tuple(made)
             else:
-                edges = tuple([edge for edge in edges if edge[0] != v or edge[1] != ei])
-                if edges:
-                    by_label[label] = edges
-                else:
-                    del by_label[label]
+                fields: list[Any] = [stride]
+                for at in range(1, len(same), stride):
+                    if same[at] != v or same[at + 1] != ei:
+                        fields.extend(same[at:at + stride])
+                same = tuple(fields)
+            bundles = bundles[:i] + ((same,) if len(same) > 1 else ()) + bundles[i + 1:]
+            if bundles:
+                by_label[label] = bundles
+            else:
+                del by_label[label]
 
     def _bind(self, c: int) -> None:
         """Bind node ``c``'s parent groups to the store and keep the value indexes its parents join on."""
@@ -359,7 +373,7 @@ class SubRelations:
 
     def _supported(self, v: int, key: Any, row: LiveTuple) -> bool:
         """Whether the tuple joins at least one tuple of every child's sub-relation (filling a node; the
-        climb tests a :data:`ReadyEdge`'s checks instead)."""
+        climb tests a ready edge's checks instead: :data:`ReadyEdges`)."""
         sub, index = self.sub, self.index
         for kid in self.plan.kids[v]:
             if kid[HOLDS]:
