@@ -207,7 +207,10 @@ class SubRelations:
     def _fill(self, nodes: list[int]) -> None:
         """CNEvalStatic for ``nodes`` (children before parents) over the stored tuples: new nodes, and
         nodes whose eligibility widened (the tuples they hold stay). A node that gains tuples has its
-        parents filled after it too: a stored parent tuple may join only the new ones."""
+        parents filled after it too: a stored parent tuple may join only the new ones. With no stored tuple
+        (a plan set before the first op) no node gains one: nothing to walk."""
+        if not len(self.store):
+            return
         plan, rows_of, referencing, sub = self.plan, self.store.rows, self.store.referencing, self.sub
         gained: set[int] = set()
         leaves: dict[str, dict[int, list[int]]] = {}
