@@ -23,8 +23,8 @@ cdef class SubRelations:
     cdef _grow(self, list created)
 
     @cython.locals(ei=Py_ssize_t, c=Py_ssize_t, by_label=dict, bundles=tuple, i=Py_ssize_t, same=tuple,
-                   fields=list, stride=Py_ssize_t, at=Py_ssize_t, plan=SharedLatticePlan, kids=tuple, sub=list,
-                   index=list, made=list)
+                   stride=Py_ssize_t, at=Py_ssize_t, plan=SharedLatticePlan, kids=tuple, sub=list, index=list,
+                   made=list)
     cdef _set_ready(self, Py_ssize_t v, bint ready)
 
     @cython.locals(info=tuple, present=dict, labels=list, candidates=object, sub=object, words=object,

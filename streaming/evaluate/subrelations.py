@@ -114,7 +114,7 @@ class SubRelations:
         """List node ``v`` among its children's ready parents (its children are all non-empty), or not."""
         plan = self.plan
         relation, label = plan.rel[v], plan.mask[v]
-        kids = plan.kids[v]
+        kids, node = plan.kids[v], plan.ids[v]
         sub, index = self.sub, self.index
         stride = 3 * len(kids) - 1  # parent, edge index, three fields per other kid
         for ei, (c, parent_holds, fk, _) in enumerate(kids):
@@ -126,17 +126,16 @@ class SubRelations:
             else:
                 i, same = len(bundles), (stride,)
             if ready:
-                made: list[Any] = [plan.ids[v], ei]
+                made: list[Any] = [node, ei]
                 for ej, (child, holds, by, column) in enumerate(kids):
                     if ej != ei:
                         made += (holds, column, sub[child] if holds else index[child][by])
                 same = same + tuple(made)
             else:
-                fields: list[Any] = [stride]
-                for at in range(1, len(same), stride):
-                    if same[at] != v or same[at + 1] != ei:
-                        fields.extend(same[at:at + stride])
-                same = tuple(fields)
+                at = 1
+                while same[at] is not node or same[at + 1] != ei:  # ids are one object per node
+                    at += stride
+                same = same[:at] + same[at + stride:]
             bundles = bundles[:i] + ((same,) if len(same) > 1 else ()) + bundles[i + 1:]
             if bundles:
                 by_label[label] = bundles
