@@ -292,9 +292,9 @@ def _plot_many(points: list[dict[str, Any]], out: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     ns = [p["queries"] for p in points]
-    axes[0].plot(ns, [p["over_one_query"] for p in points], marker="o", label="widen, whole process")
+    ratios = [p["over_one_query"] for p in points]
+    axes[0].plot(ns, ratios, marker="o", label="widen, whole process")
     if all("over_one_query_rounds" in p for p in points):
-        ratios = [p["over_one_query"] for p in points]
         axes[0].errorbar(ns, ratios, yerr=[[r - min(p["over_one_query_rounds"]) for r, p in zip(ratios, points)],
                                            [max(p["over_one_query_rounds"]) - r for r, p in zip(ratios, points)]],
                          fmt="none", ecolor="tab:blue", alpha=0.5, capsize=3,

@@ -32,6 +32,6 @@ cdef class SharedLatticePlan:
     @cython.locals(forbid=object)
     cpdef bint eligible(self, Py_ssize_t v, object mask)
 
-    @cython.locals(v=Py_ssize_t, node=object, c=Py_ssize_t, ei=Py_ssize_t, kids=list, groups=dict, group=tuple,
-                   parents=list, parents_by_label=dict, by_label=dict)
+    @cython.locals(v=object, c=Py_ssize_t, ei=Py_ssize_t, kids=list, groups=dict, group=tuple, parents=list,
+                   parents_by_label=dict, by_label=dict)
     cdef object _create(self, tuple key, Py_ssize_t size)

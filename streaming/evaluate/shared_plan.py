@@ -185,7 +185,6 @@ class SharedLatticePlan:
     def _create(self, key: NodeKey, size: int) -> int:
         relation, label = key[0], key[1]
         v = len(self.rel)
-        node = v
         kids: list[Kid] = []
         for ei in range((len(key) - 2) // 3):
             fk, parent_holds, c = key[2 + 3 * ei], key[3 + 3 * ei], key[4 + 3 * ei]
@@ -201,10 +200,10 @@ class SharedLatticePlan:
             parents_by_label = group[1]
             parents = parents_by_label.get(label)
             if parents is None:
-                parents_by_label[label] = [(node, ei)]
+                parents_by_label[label] = [(v, ei)]
             else:
-                parents.append((node, ei))
-        self.ids.append(node)
+                parents.append((v, ei))
+        self.ids.append(v)
         self.rel.append(relation)
         self.mask.append(label)
         self.size.append(size)
@@ -216,15 +215,15 @@ class SharedLatticePlan:
         self.forbids.append(())
         self._forbid_counts.append(())
         self._key_of.append(key)
-        self._by_key[key] = node
+        self._by_key[key] = v
         by_label = self.labels[relation]
         by_label[label] = by_label.get(label, 0) + 1
         if kids:
             self.inner[(relation, label)] = self.inner.get((relation, label), 0) + 1
         else:
-            self.leaves.setdefault((relation, label), []).append(node)
+            self.leaves.setdefault((relation, label), []).append(v)
         self.live_nodes += 1
-        return node
+        return v
 
     def _release(self, v: int, released: list[int]) -> None:
         self.refs[v] -= 1

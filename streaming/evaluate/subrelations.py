@@ -206,10 +206,7 @@ class SubRelations:
     def _fill(self, nodes: list[int]) -> None:
         """CNEvalStatic for ``nodes`` (children before parents) over the stored tuples: new nodes, and
         nodes whose eligibility widened (the tuples they hold stay). A node that gains tuples has its
-        parents filled after it too: a stored parent tuple may join only the new ones. With no stored tuple
-        (a plan set before the first op) no node gains one: nothing to walk."""
-        if not len(self.store):
-            return
+        parents filled after it too: a stored parent tuple may join only the new ones."""
         plan, rows_of, referencing, sub = self.plan, self.store.rows, self.store.referencing, self.sub
         gained: set[int] = set()
         leaves: dict[str, dict[int, list[int]]] = {}
@@ -223,8 +220,10 @@ class SubRelations:
                         if key not in sub[v] and plan.eligible(v, row.mask):
                             self._enter(v, key, row)
                             gained.add(v)
-        # inner nodes by id, which puts children first (a node is created after its children)
-        todo = [v for v in nodes if plan.kids[v]]
+        # inner nodes by id, which puts children first (a node is created after its children); one with an
+        # empty child holds nothing until that child gains a tuple, which queues it then (with no stored
+        # tuple, as for a plan set before the first op, no node is walked at all)
+        todo = [v for v in nodes if plan.kids[v] and not self.missing[v]]
         heapq.heapify(todo)
         queued = set(todo)
         for v in gained:
